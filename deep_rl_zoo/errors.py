@@ -1,0 +1,54 @@
+"""Errors that end a run with a one-line message instead of a traceback."""
+
+import functools
+import sys
+from typing import Callable, TypeVar
+
+_T = TypeVar("_T")
+
+
+class ZooError(Exception):
+    """Base class: the message is shown to the user as one line."""
+
+    exit_code = 2
+
+
+class ConfigError(ZooError):
+    """Bad user input: an unknown environment, an impossible flag value, a wrong action space."""
+
+
+class CheckpointError(ZooError):
+    """A checkpoint that is missing, truncated, foreign, or carries pickled code."""
+
+
+class NonFiniteLossError(ZooError):
+    """The loss became NaN or infinite; training cannot continue meaningfully."""
+
+    exit_code = 3
+
+    def __init__(self, step: int, value: float):
+        super().__init__(f"loss became {value} at learner step {step}; stopping the run")
+        self.step = step
+
+
+def require(condition: bool, message: str) -> None:
+    """Raises ConfigError(message) unless condition holds."""
+    if not condition:
+        raise ConfigError(message)
+
+
+def exit_on_error(fn: Callable[..., _T]) -> Callable[..., _T]:
+    """Turns ZooError into `error: <message>` on stderr and a non-zero exit; Ctrl-C into exit 130."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ZooError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            print("interrupted: stopped cleanly; checkpoints already written are kept", file=sys.stderr)
+            sys.exit(130)
+
+    return wrapper
