@@ -1,0 +1,417 @@
+"""Environment factories: name resolution, classic-control/Box2D envs and Nature-DQN Atari preprocessing.
+
+Every environment returned here carries `gymnasium.wrappers.RecordEpisodeStatistics`, placed so that
+`info["episode"] = {"r": raw game return, "l": env steps, "t": seconds}` appears exactly on the step
+where a *whole game* ends (a real game over or a time-limit truncation), never on a lost life.
+Trackers read episode statistics only from there.
+
+Atari wrapper order, innermost (emulator) first:
+
+    gym.make(id, frameskip=1, repeat_action_probability=sticky, full_action_space=False)
+      |  raw ALE emulator: 210x160 RGB, one emulator frame per step
+      |-- RecordVideo            (optional) full-resolution frames of the first game
+    AtariPreprocessing           no-op starts, frame skip, max-pool of the last two frames,
+      |                          grayscale, resize to HxW; from here on one step = one agent decision
+    FireOnReset                  (games whose action 1 is FIRE) press FIRE then action 2 after reset
+    TimeLimit                    (optional) truncation after max_episode_steps agent steps
+    RecordEpisodeStatistics      sees raw rewards and whole games  -> info["episode"]
+    EpisodicLifeEnv              (optional) a lost life -> terminated=True, for learning only
+    TransformReward(sign)        (optional) rewards clipped to {-1, 0, +1}, for learning only
+    FrameStackObservation        uint8 [frame_stack, H, W]
+
+Why this order:
+  * RecordEpisodeStatistics sits *inside* EpisodicLifeEnv and reward clipping, so the return it
+    reports is the unclipped score of the whole game: the number papers report.
+  * TimeLimit sits inside RecordEpisodeStatistics so a truncated game is still reported, and
+    inside EpisodicLifeEnv so truncation always ends the real game (the next reset restarts it).
+  * FireOnReset presses inside reset(), below the time limit and the statistics: the presses are
+    not agent decisions, so they count neither as env steps nor towards the return.
+  * Frame stacking is outermost so a stack never mixes frames from before and after a reset. After a
+    life loss, the stack restarts from the observation at the life loss, as for a new episode.
+
+Seeding: the factories seed `env.action_space`; the caller must pass the same seed to the *first*
+`env.reset(seed=seed)` (which seeds the emulator, sticky actions and the no-op count), and call
+`env.reset()` without a seed afterwards.
+"""
+
+import difflib
+import sys
+from typing import Any, SupportsFloat
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import (
+    AtariPreprocessing,
+    FrameStackObservation,
+    RecordEpisodeStatistics,
+    RecordVideo,
+    TimeLimit,
+    TransformReward,
+)
+
+from deep_rl_zoo import errors
+
+gym.register_envs(ale_py)
+
+_ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
+_SHORT_ATARI_SUFFIX = "NoFrameskip-v4"
+
+# Ids that gymnasium dropped, mapped to the bug-fixed version that replaced them.
+_RENAMED_ENVIRONMENTS = {
+    "LunarLander-v2": "LunarLander-v3",
+    "LunarLanderContinuous-v2": "LunarLanderContinuous-v3",
+    "BipedalWalker-v2": "BipedalWalker-v3",
+    "BipedalWalkerHardcore-v2": "BipedalWalkerHardcore-v3",
+    "CarRacing-v2": "CarRacing-v3",
+}
+
+
+def _short_atari_names() -> dict[str, str]:
+    """Maps lower-cased short Atari names (`pong`) to their canonical id (`PongNoFrameskip-v4`)."""
+    names = {}
+    for env_id, spec in gym.registry.items():
+        if spec.entry_point == _ATARI_ENTRY_POINT and env_id.endswith(_SHORT_ATARI_SUFFIX):
+            short = env_id[: -len(_SHORT_ATARI_SUFFIX)]
+            if "-ram" not in short:
+                names[short.lower()] = env_id
+    return names
+
+
+def _resolve(name: str, note_renames: bool) -> str:
+    """`resolve_environment_name`, with the rename note optional (helpers resolve silently)."""
+    if name in gym.registry:
+        return name
+    if name in _RENAMED_ENVIRONMENTS and _RENAMED_ENVIRONMENTS[name] in gym.registry:
+        new_name = _RENAMED_ENVIRONMENTS[name]
+        if note_renames:
+            print(
+                f"note: gymnasium no longer has {name}; using {new_name}, its bug-fixed replacement",
+                file=sys.stderr,
+            )
+        return new_name
+    short_names = _short_atari_names()
+    if name.lower() in short_names:
+        return short_names[name.lower()]
+
+    # Unknown: suggest close names, comparing case-insensitively ("cartpole-v1" ~ "CartPole-v1").
+    # Namespaced ids other than ALE/ (phys2d/, tabular/: jax functional envs) would only add noise.
+    candidates = {
+        env_id.lower(): env_id for env_id, spec in gym.registry.items() if spec.namespace in (None, "ALE")
+    }
+    candidates.update({short: env_id[: -len(_SHORT_ATARI_SUFFIX)] for short, env_id in short_names.items()})
+    close = difflib.get_close_matches(name.lower(), list(candidates), n=3, cutoff=0.6)
+    suggestion = f"; did you mean {', '.join(candidates[c] for c in close)}?" if close else ""
+    raise errors.ConfigError(
+        f"unknown environment {name!r}{suggestion} "
+        "(Atari games can be given by short name, e.g. 'Pong', or full id, e.g. 'ALE/Pong-v5')"
+    )
+
+
+def resolve_environment_name(name: str) -> str:
+    """Returns the canonical gymnasium id for a user-given environment name.
+
+    Resolution uses only gymnasium's registry (no environment is created), so it is fast.
+
+    * Registered ids are returned unchanged: `CartPole-v1`, `ALE/Breakout-v5`, `PongNoFrameskip-v4`.
+    * Short Atari names (case-insensitive) become the no-frameskip v4 id: `Pong` -> `PongNoFrameskip-v4`.
+    * Ids gymnasium dropped for a bug-fixed version are mapped with a one-line note on stderr:
+      `LunarLander-v2` -> `LunarLander-v3` (likewise LunarLanderContinuous, BipedalWalker[Hardcore],
+      CarRacing).
+
+    Args:
+      name: an environment name as typed by the user.
+
+    Returns:
+      A key of `gymnasium.registry`.
+
+    Raises:
+      errors.ConfigError: the name is unknown; the one-line message lists the closest valid names.
+    """
+    return _resolve(name, note_renames=True)
+
+
+def is_atari(name: str) -> bool:
+    """Whether `name` (anything `resolve_environment_name` accepts) is an ALE Atari game.
+
+    Raises:
+      errors.ConfigError: the name is unknown.
+    """
+    return gym.spec(_resolve(name, note_renames=False)).entry_point == _ATARI_ENTRY_POINT
+
+
+def _make(environment_id: str, **kwargs: Any) -> gym.Env:
+    """gym.make, with a missing optional dependency (mujoco, box2d, ...) reported as a ConfigError."""
+    try:
+        return gym.make(environment_id, **kwargs)
+    except gym.error.DependencyNotInstalled as e:
+        message = " ".join(str(e).split())  # one line
+        raise errors.ConfigError(f"cannot create {environment_id}: {message}") from e
+
+
+def create_classic_environment(
+    environment_name: str,
+    seed: int,
+    max_episode_steps: int = 0,
+    render_mode: str | None = None,
+) -> gym.Env:
+    """Creates a non-Atari gymnasium environment (classic control, Box2D, ...) with episode statistics.
+
+    Args:
+      environment_name: anything `resolve_environment_name` accepts, e.g. `CartPole-v1`.
+      seed: seeds `env.action_space` here. The caller must also call `env.reset(seed=seed)` for the
+        first reset (and `env.reset()` afterwards): that is what seeds the environment's dynamics.
+      max_episode_steps: if > 0, replaces the registered time limit (env steps); 0 keeps it.
+      render_mode: gymnasium render mode, e.g. `"rgb_array"` or `"human"`; None renders nothing.
+
+    Returns:
+      The environment, wrapped in `RecordEpisodeStatistics` (outermost).
+
+    Raises:
+      errors.ConfigError: unknown name, an Atari name (use `create_atari_environment`), or a
+        missing dependency.
+    """
+    environment_id = resolve_environment_name(environment_name)
+    if is_atari(environment_id):
+        raise errors.ConfigError(
+            f"{environment_id} is an Atari game; use a run_atari script (create_atari_environment) for it"
+        )
+    kwargs: dict[str, Any] = {"render_mode": render_mode}
+    if max_episode_steps > 0:
+        kwargs["max_episode_steps"] = max_episode_steps
+    env = _make(environment_id, **kwargs)
+    env = RecordEpisodeStatistics(env)
+    env.action_space.seed(seed)
+    return env
+
+
+def _fire_action_needed(env: gym.Env) -> bool:
+    """Whether the game needs FIRE to start: its action 1 means FIRE (Breakout, SpaceInvaders, ...)."""
+    meanings = env.unwrapped.get_action_meanings()
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
+class FireOnReset(gym.Wrapper):
+    """Presses FIRE, then action 2, after every reset, for games that wait for FIRE to start.
+
+    Hand-written because gymnasium has no equivalent (the idea is OpenAI baselines' `FireResetEnv`).
+    Without it, an untrained agent in e.g. Breakout can spend its whole time limit never launching
+    the ball. The second press (action 2, e.g. RIGHT) handles games that start on a different button.
+    If one of the presses happens to end the game, the environment is reset and the presses repeat.
+    The presses' rewards are dropped: they happen before the agent's first decision.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()
+        if not _fire_action_needed(env):
+            raise ValueError(f"FireOnReset needs action 1 to be FIRE and at least 3 actions; got {meanings}")
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        for action in (1, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = self.env.reset(options=options)
+        return obs, info
+
+
+class EpisodicLifeEnv(gym.Wrapper):
+    """Makes a lost life a terminal state for learning, without ending the game.
+
+    Hand-written because gymnasium's `AtariPreprocessing(terminal_on_life_loss=True)` truly ends the
+    episode (the next reset restarts the game), which would also cut the episode statistics.
+
+    A step that loses a life (but is not a game over) returns `terminated=True` and
+    `info["life_loss"] = True`. The following `reset()` does not restart the game: it returns the
+    observation the agent just received, now as the first state of the next life, and the same game
+    continues with one life fewer. Any other `reset()` (after a game over, a truncation, mid-life, or
+    with a seed) restarts the game; `info["episode"]` appears only when a game really ends.
+
+        step():   a_1 ... a_k -> life lost: terminated, life_loss | ... game over: terminated
+        reset():  s_k again (no emulator step, same game)         | real reset (new game)
+
+    Unlike OpenAI baselines' `EpisodicLifeEnv`, the reset takes no no-op step: such a step could itself
+    end the game (a time limit hitting on it), and its `info["episode"]` would then be lost inside
+    `reset()`. So episode lengths count agent decisions only.
+
+    Must wrap `RecordEpisodeStatistics` (not the reverse) so that `info["episode"]` describes whole games.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self._lives = 0
+        self._life_lost = False  # the last step lost a life and did not end the game
+        self._last_observation: Any = None
+
+    def _ale_lives(self) -> int:
+        return int(self.env.unwrapped.ale.lives())
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self._ale_lives()
+        self._life_lost = lives < self._lives and not (terminated or truncated)
+        if lives < self._lives and not terminated:
+            terminated = True
+            info = dict(info, life_loss=True)
+        self._lives = lives
+        self._last_observation = obs
+        return obs, reward, terminated, truncated, info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        if self._life_lost and seed is None:
+            self._life_lost = False
+            return self._last_observation, {"lives": self._lives}
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._life_lost = False
+        self._lives = self._ale_lives()
+        return obs, info
+
+
+def _sign(reward: SupportsFloat) -> float:
+    """Reward clipping of Mnih et al. (2015): keeps only the sign. A named function so envs pickle."""
+    return float(np.sign(float(reward)))
+
+
+def create_atari_environment(
+    environment_name: str,
+    seed: int,
+    frame_height: int = 84,
+    frame_width: int = 84,
+    frame_skip: int = 4,
+    frame_stack: int = 4,
+    max_episode_steps: int = 0,
+    noop_max: int = 30,
+    terminal_on_life_loss: bool = False,
+    clip_reward: bool = False,
+    sticky_action_probability: float = 0.0,
+    render_mode: str | None = None,
+    video_dir: str | None = None,
+) -> gym.Env:
+    """Creates an Atari game with the Nature-DQN preprocessing (see the module docstring for the order).
+
+    Whatever the id (`PongNoFrameskip-v4`, `ALE/Pong-v5`, `Pong-v4`), the emulator is created with
+    `frameskip=1` (frame skipping is done by `AtariPreprocessing`, with max-pooling) and the minimal
+    action set; `sticky_action_probability` always replaces the id's default (0.25 for v5 ids).
+    ALE's own game limit (108,000 emulator frames, i.e. 30 minutes) still applies, as a truncation.
+
+    Args:
+      environment_name: anything `resolve_environment_name` accepts, e.g. `Pong` or `ALE/Pong-v5`.
+      seed: seeds `env.action_space` here. The caller must also call `env.reset(seed=seed)` for the
+        first reset (and `env.reset()` afterwards): that seeds the emulator, sticky actions and the
+        number of no-op starts.
+      frame_height: observation height in pixels.
+      frame_width: observation width in pixels.
+      frame_skip: emulator frames per env step; the action is repeated and rewards summed.
+      frame_stack: number of most recent frames in each observation.
+      max_episode_steps: if > 0, a game is truncated after this many env steps (agent decisions).
+      noop_max: a reset takes a random number in [1, noop_max] of no-op frames; 0 disables.
+      terminal_on_life_loss: a lost life is terminal for learning (see `EpisodicLifeEnv`).
+      clip_reward: rewards are replaced by their sign; `info["episode"]` still has the raw return.
+      sticky_action_probability: probability that the emulator repeats the previous action
+        (Machado et al., 2018 recommend 0.25); 0 is the Nature-DQN setting.
+      render_mode: gymnasium render mode of the emulator, e.g. `"human"` or `"rgb_array"`.
+      video_dir: if set, the first game is recorded at full resolution to an mp4 in this directory
+        (written when the second game starts or the env is closed); needs `render_mode` None or
+        `"rgb_array"`.
+
+    Returns:
+      The wrapped environment: observations `uint8 [frame_stack, frame_height, frame_width]`.
+
+    Raises:
+      errors.ConfigError: unknown or non-Atari name, bad sizes, or an incompatible render mode.
+    """
+    environment_id = resolve_environment_name(environment_name)
+    if not is_atari(environment_id):
+        raise errors.ConfigError(
+            f"{environment_id} is not an Atari game; use a run_classic script (create_classic_environment)"
+        )
+    for flag, value in [
+        ("frame_height", frame_height),
+        ("frame_width", frame_width),
+        ("frame_skip", frame_skip),
+        ("frame_stack", frame_stack),
+    ]:
+        errors.require(value >= 1, f"{flag} must be >= 1, got {value}")
+    errors.require(noop_max >= 0, f"noop_max must be >= 0, got {noop_max}")
+    errors.require(
+        0.0 <= sticky_action_probability <= 1.0,
+        f"sticky_action_probability must be in [0, 1], got {sticky_action_probability}",
+    )
+    if video_dir is not None:
+        errors.require(
+            render_mode in (None, "rgb_array"),
+            f"recording a video needs render_mode 'rgb_array', got {render_mode!r}",
+        )
+        render_mode = "rgb_array"
+
+    env = _make(
+        environment_id,
+        frameskip=1,
+        repeat_action_probability=sticky_action_probability,
+        full_action_space=False,
+        render_mode=render_mode,
+    )
+    if video_dir is not None:
+        env = RecordVideo(
+            env,
+            video_folder=video_dir,
+            episode_trigger=lambda episode_id: episode_id == 0,
+            name_prefix=environment_id.replace("/", "_"),
+        )
+    env = AtariPreprocessing(
+        env,
+        noop_max=noop_max,
+        frame_skip=frame_skip,
+        screen_size=(frame_width, frame_height),  # gymnasium takes (width, height), like cv2
+        terminal_on_life_loss=False,  # see EpisodicLifeEnv
+        grayscale_obs=True,
+        scale_obs=False,
+    )
+    fire_needed = _fire_action_needed(env)
+    if fire_needed:
+        env = FireOnReset(env)
+    if max_episode_steps > 0:
+        env = TimeLimit(env, max_episode_steps=max_episode_steps)
+    env = RecordEpisodeStatistics(env)
+    if terminal_on_life_loss:
+        env = EpisodicLifeEnv(env)
+    if clip_reward:
+        env = TransformReward(env, _sign)
+    env = FrameStackObservation(env, stack_size=frame_stack, padding_type="reset")
+    env.action_space.seed(seed)
+    return env
+
+
+def check_discrete_action_space(env: gym.Env, agent_name: str) -> None:
+    """Raises a ConfigError unless `env` has a `Discrete` action space (DQN-family agents).
+
+    Args:
+      env: the environment the agent will act in.
+      agent_name: shown in the message, e.g. `"DQN"`.
+    """
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        raise errors.ConfigError(
+            f"{agent_name} needs a discrete action space; {_env_id(env)} has {env.action_space}"
+        )
+
+
+def check_continuous_action_space(env: gym.Env, agent_name: str) -> None:
+    """Raises a ConfigError unless `env` has a `Box` action space (SAC, TD3, continuous PPO, ...).
+
+    Args:
+      env: the environment the agent will act in.
+      agent_name: shown in the message, e.g. `"SAC"`.
+    """
+    if not isinstance(env.action_space, gym.spaces.Box):
+        raise errors.ConfigError(
+            f"{agent_name} needs a continuous (Box) action space; {_env_id(env)} has {env.action_space}"
+        )
+
+
+def _env_id(env: gym.Env) -> str:
+    return env.spec.id if env.spec is not None else type(env.unwrapped).__name__

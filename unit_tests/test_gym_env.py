@@ -1,0 +1,271 @@
+"""Tests for deep_rl_zoo.gym_env: name resolution, wrapper order and the life-loss contract."""
+
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from deep_rl_zoo import errors, gym_env
+
+# ---------------------------------------------------------------------------------------------------
+# Name resolution (no environment is created).
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("Pong", "PongNoFrameskip-v4"),
+        ("breakout", "BreakoutNoFrameskip-v4"),  # short names are case-insensitive
+        ("SpaceInvaders", "SpaceInvadersNoFrameskip-v4"),
+        ("ALE/Breakout-v5", "ALE/Breakout-v5"),  # full ids pass through
+        ("PongNoFrameskip-v4", "PongNoFrameskip-v4"),
+        ("CartPole-v1", "CartPole-v1"),
+    ],
+)
+def test_resolve_environment_name_returns_registered_id(name, expected):
+    assert gym_env.resolve_environment_name(name) == expected
+    assert expected in gym.registry
+
+
+def test_lunar_lander_v2_means_v3_with_one_line_note(capsys):
+    assert gym_env.resolve_environment_name("LunarLander-v2") == "LunarLander-v3"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "LunarLander-v2" in err and "LunarLander-v3" in err
+
+    assert gym_env.resolve_environment_name("LunarLanderContinuous-v2") == "LunarLanderContinuous-v3"
+    assert gym_env.resolve_environment_name("LunarLander-v3") == "LunarLander-v3"
+    assert capsys.readouterr().err.count("\n") == 1  # only the v2 name printed a note
+
+
+@pytest.mark.parametrize(
+    "typo, suggestion",
+    [("CartPol-v1", "CartPole-v1"), ("Pongg", "Pong"), ("lunarlander-v3", "LunarLander-v3")],
+)
+def test_unknown_name_raises_config_error_with_suggestion(typo, suggestion):
+    with pytest.raises(errors.ConfigError) as excinfo:
+        gym_env.resolve_environment_name(typo)
+    message = str(excinfo.value)
+    assert suggestion in message
+    assert "\n" not in message  # shown to the user as one line
+
+
+def test_is_atari():
+    assert gym_env.is_atari("Pong")
+    assert gym_env.is_atari("ALE/Breakout-v5")
+    assert not gym_env.is_atari("CartPole-v1")
+    assert not gym_env.is_atari("LunarLander-v2")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Classic environments.
+
+
+def test_classic_environment_shapes_and_dtypes():
+    env = gym_env.create_classic_environment("CartPole-v1", seed=1)
+    obs, _ = env.reset(seed=1)
+    assert obs.shape == (4,) and obs.dtype == np.float32
+    assert env.action_space == gym.spaces.Discrete(2)
+    obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+    assert obs.shape == (4,) and isinstance(reward, float)
+    assert isinstance(terminated, bool) and isinstance(truncated, bool)
+
+
+def test_classic_environment_same_seed_same_trajectory():
+    def first_observations(seed):
+        env = gym_env.create_classic_environment("CartPole-v1", seed=seed)
+        obs, _ = env.reset(seed=seed)
+        observations = [obs]
+        for _ in range(5):
+            observations.append(env.step(env.action_space.sample())[0])
+        return np.stack(observations)
+
+    np.testing.assert_array_equal(first_observations(3), first_observations(3))
+    assert not np.array_equal(first_observations(3), first_observations(4))
+
+
+def test_classic_time_limit_truncates_and_reports_episode():
+    env = gym_env.create_classic_environment("CartPole-v1", seed=0, max_episode_steps=5)
+    env.reset(seed=0)
+    for t in range(1, 6):
+        # Alternating pushes keep the pole up for 5 steps, so only the time limit can end the episode.
+        _, _, terminated, truncated, info = env.step(t % 2)
+        assert not terminated
+        assert truncated == (t == 5)
+        assert ("episode" in info) == (t == 5)
+    assert info["episode"]["l"] == 5
+    assert info["episode"]["r"] == 5.0  # CartPole: +1 per step
+
+
+def test_classic_factory_rejects_atari_name():
+    with pytest.raises(errors.ConfigError, match="Atari"):
+        gym_env.create_classic_environment("Pong", seed=0)
+
+
+def test_action_space_checks():
+    pendulum = gym_env.create_classic_environment("Pendulum-v1", seed=0)
+    with pytest.raises(errors.ConfigError, match=r"DQN needs a discrete action space; Pendulum-v1 has Box"):
+        gym_env.check_discrete_action_space(pendulum, "DQN")
+    gym_env.check_continuous_action_space(pendulum, "SAC")  # no error
+
+    cartpole = gym_env.create_classic_environment("CartPole-v1", seed=0)
+    gym_env.check_discrete_action_space(cartpole, "DQN")  # no error
+    with pytest.raises(errors.ConfigError, match=r"SAC needs a continuous .* CartPole-v1 has Discrete"):
+        gym_env.check_continuous_action_space(cartpole, "SAC")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Atari environments.
+
+
+def _wrapper_names(env: gym.Env) -> list[str]:
+    """Wrapper class names, outermost first."""
+    names = []
+    while isinstance(env, gym.Wrapper):
+        names.append(type(env).__name__)
+        env = env.env
+    return names
+
+
+def test_atari_wrapper_order():
+    env = gym_env.create_atari_environment(
+        "Breakout", seed=0, max_episode_steps=100, terminal_on_life_loss=True, clip_reward=True
+    )
+    names = _wrapper_names(env)
+    # Statistics inside life loss and clipping (raw whole-game returns), outside the time limit.
+    expected = [
+        "FrameStackObservation",
+        "TransformReward",
+        "EpisodicLifeEnv",
+        "RecordEpisodeStatistics",
+        "TimeLimit",
+        "FireOnReset",
+        "AtariPreprocessing",
+    ]
+    assert names[: len(expected)] == expected
+
+    # Pong has FIRE as action 1 too; a plain Atari env has no optional wrapper.
+    names = _wrapper_names(gym_env.create_atari_environment("Pong", seed=0))
+    assert names[:4] == [
+        "FrameStackObservation",
+        "RecordEpisodeStatistics",
+        "FireOnReset",
+        "AtariPreprocessing",
+    ]
+
+
+def test_atari_observation_is_stack_of_uint8_frames():
+    env = gym_env.create_atari_environment("Pong", seed=0)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+    assert env.observation_space.shape == (4, 84, 84)
+    obs, *_ = env.step(0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+
+
+def test_atari_custom_frame_size_is_height_then_width():
+    env = gym_env.create_atari_environment("Pong", seed=0, frame_height=64, frame_width=48, frame_stack=2)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (2, 64, 48)
+
+
+def test_atari_v5_id_gets_frameskip_1_and_user_sticky_probability():
+    # ALE/...-v5 registers frameskip=4 and sticky actions 0.25; frame skipping must happen once only.
+    env = gym_env.create_atari_environment("ALE/Pong-v5", seed=0, sticky_action_probability=0.0)
+    assert env.unwrapped._frameskip == 1
+    assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.0
+    env = gym_env.create_atari_environment("ALE/Pong-v5", seed=0, sticky_action_probability=0.25)
+    assert env.unwrapped.ale.getFloat("repeat_action_probability") == pytest.approx(0.25)
+
+
+def test_atari_same_seed_same_observations():
+    def observations(seed):
+        env = gym_env.create_atari_environment("Breakout", seed=seed)
+        obs, _ = env.reset(seed=seed)
+        stacked = [obs]
+        for _ in range(20):
+            stacked.append(env.step(env.action_space.sample())[0])
+        return np.stack(stacked)
+
+    np.testing.assert_array_equal(observations(5), observations(5))
+
+
+def test_atari_time_limit_truncates_not_terminates():
+    env = gym_env.create_atari_environment("Pong", seed=0, max_episode_steps=50, clip_reward=True)
+    env.reset(seed=0)
+    for t in range(1, 51):
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        assert not terminated
+        assert truncated == (t == 50)
+        assert ("episode" in info) == (t == 50)
+    assert info["episode"]["l"] == 50  # in agent steps, not emulator frames
+
+
+def test_clipped_rewards_but_raw_episode_return():
+    # Space Invaders scores 5 to 30 points per alien: clipping changes the sum.
+    env = gym_env.create_atari_environment("SpaceInvaders", seed=0, clip_reward=True, max_episode_steps=300)
+    env.reset(seed=0)
+    clipped_sum = 0.0
+    terminated = truncated = False
+    while not (terminated or truncated):
+        _, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        assert reward in (-1.0, 0.0, 1.0)
+        clipped_sum += reward
+        assert ("episode" in info) == (terminated or truncated)
+    assert clipped_sum > 0
+    assert info["episode"]["r"] >= 5 * clipped_sum  # every alien is worth at least 5 points
+
+
+def test_episodic_life_continues_the_same_game_until_game_over():
+    env = gym_env.create_atari_environment("Breakout", seed=0, terminal_on_life_loss=True)
+    _, info = env.reset(seed=0)
+    lives = [info["lives"]]  # Breakout starts with 5
+    total_steps = 0
+    while True:
+        terminated = truncated = False
+        while not (terminated or truncated):
+            obs, _, terminated, truncated, info = env.step(env.action_space.sample())
+            total_steps += 1
+        assert terminated and not truncated
+        if not info.get("life_loss", False):
+            break  # the real game over
+        assert "episode" not in info  # a lost life is not the end of the game
+        last_frame = obs[-1]
+        obs, info = env.reset()
+        lives.append(info["lives"])
+        # The next life starts where the last one ended: the same game, not a new one.
+        np.testing.assert_array_equal(obs[0], last_frame)
+
+    assert lives == [5, 4, 3, 2, 1]
+    assert "life_loss" not in info
+    assert info["episode"]["l"] == total_steps  # all lives together, in agent steps
+
+
+def test_episodic_life_reset_mid_life_restarts_the_game():
+    env = gym_env.create_atari_environment("Breakout", seed=0, terminal_on_life_loss=True)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    _, info = env.reset()
+    assert info["lives"] == 5
+
+
+def test_video_of_first_game_is_written(tmp_path):
+    video_dir = tmp_path / "videos"  # RecordVideo creates it (and warns if it already exists)
+    env = gym_env.create_atari_environment("Pong", seed=0, max_episode_steps=10, video_dir=str(video_dir))
+    env.reset(seed=0)
+    for _ in range(10):
+        env.step(0)
+    env.close()  # writes the video of the unfinished recording
+    videos = [name for name in os.listdir(video_dir) if name.endswith(".mp4")]
+    assert videos == ["PongNoFrameskip-v4-episode-0.mp4"]
+
+
+def test_bad_atari_arguments_raise_config_error():
+    with pytest.raises(errors.ConfigError, match="not an Atari game"):
+        gym_env.create_atari_environment("CartPole-v1", seed=0)
+    with pytest.raises(errors.ConfigError, match="frame_stack"):
+        gym_env.create_atari_environment("Pong", seed=0, frame_stack=0)
+    with pytest.raises(errors.ConfigError, match="rgb_array"):
+        gym_env.create_atari_environment("Pong", seed=0, render_mode="human", video_dir="/tmp/unused")
