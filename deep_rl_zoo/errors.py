@@ -2,7 +2,8 @@
 
 import functools
 import sys
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 _T = TypeVar("_T")
 

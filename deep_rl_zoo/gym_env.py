@@ -154,6 +154,7 @@ def create_classic_environment(
     seed: int,
     max_episode_steps: int = 0,
     render_mode: str | None = None,
+    video_dir: str | None = None,
 ) -> gym.Env:
     """Creates a non-Atari gymnasium environment (classic control, Box2D, ...) with episode statistics.
 
@@ -163,6 +164,7 @@ def create_classic_environment(
         first reset (and `env.reset()` afterwards): that is what seeds the environment's dynamics.
       max_episode_steps: if > 0, replaces the registered time limit (env steps); 0 keeps it.
       render_mode: gymnasium render mode, e.g. `"rgb_array"` or `"human"`; None renders nothing.
+      video_dir: if set, the first episode is recorded to an mp4 in this directory.
 
     Returns:
       The environment, wrapped in `RecordEpisodeStatistics` (outermost).
@@ -176,13 +178,37 @@ def create_classic_environment(
         raise errors.ConfigError(
             f"{environment_id} is an Atari game; use a run_atari script (create_atari_environment) for it"
         )
-    kwargs: dict[str, Any] = {"render_mode": render_mode}
+    kwargs: dict[str, Any] = {"render_mode": _render_mode_for_video(render_mode, video_dir)}
     if max_episode_steps > 0:
         kwargs["max_episode_steps"] = max_episode_steps
     env = _make(environment_id, **kwargs)
+    env = _record_first_episode(env, video_dir, environment_id)
     env = RecordEpisodeStatistics(env)
     env.action_space.seed(seed)
     return env
+
+
+def _render_mode_for_video(render_mode: str | None, video_dir: str | None) -> str | None:
+    """Recording needs rgb_array frames; any other explicit render mode is a ConfigError."""
+    if video_dir is None:
+        return render_mode
+    errors.require(
+        render_mode in (None, "rgb_array"),
+        f"recording a video needs render_mode 'rgb_array', got {render_mode!r}",
+    )
+    return "rgb_array"
+
+
+def _record_first_episode(env: gym.Env, video_dir: str | None, environment_id: str) -> gym.Env:
+    """Wraps `env` in gymnasium's RecordVideo for its first episode, if `video_dir` is set."""
+    if video_dir is None:
+        return env
+    return RecordVideo(
+        env,
+        video_folder=video_dir,
+        episode_trigger=lambda episode_id: episode_id == 0,
+        name_prefix=environment_id.replace("/", "_"),
+    )
 
 
 def _fire_action_needed(env: gym.Env) -> bool:
@@ -342,13 +368,7 @@ def create_atari_environment(
         0.0 <= sticky_action_probability <= 1.0,
         f"sticky_action_probability must be in [0, 1], got {sticky_action_probability}",
     )
-    if video_dir is not None:
-        errors.require(
-            render_mode in (None, "rgb_array"),
-            f"recording a video needs render_mode 'rgb_array', got {render_mode!r}",
-        )
-        render_mode = "rgb_array"
-
+    render_mode = _render_mode_for_video(render_mode, video_dir)
     env = _make(
         environment_id,
         frameskip=1,
@@ -356,13 +376,7 @@ def create_atari_environment(
         full_action_space=False,
         render_mode=render_mode,
     )
-    if video_dir is not None:
-        env = RecordVideo(
-            env,
-            video_folder=video_dir,
-            episode_trigger=lambda episode_id: episode_id == 0,
-            name_prefix=environment_id.replace("/", "_"),
-        )
+    env = _record_first_episode(env, video_dir, environment_id)
     env = AtariPreprocessing(
         env,
         noop_max=noop_max,

@@ -1,0 +1,176 @@
+"""Configuration dataclasses shared by every run script, and the absl flags built from them.
+
+Each run script names one frozen dataclass and a dict of defaults; `run_script` turns every field into
+an absl flag (its help string is the field's `help`), parses the command line, builds the config and
+calls `main(config)`. Tests build the dataclass directly and call `main` without any flag state.
+"""
+
+import dataclasses
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from deep_rl_zoo.errors import ConfigError, exit_on_error, require
+
+_C = TypeVar("_C")
+
+
+def field(default: Any, help: str) -> Any:  # noqa: A002 - `help` reads best at the call sites
+    """A dataclass field with a help string (shown by `--help`)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+# Fields that only make sense for Atari; classic-control scripts do not offer them as flags.
+ATARI_FIELDS = frozenset(
+    {
+        "environment_height",
+        "environment_width",
+        "environment_frame_skip",
+        "environment_frame_stack",
+        "noop_max",
+        "sticky_action_probability",
+        "terminal_on_life_loss",
+        "clip_reward",
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Flags shared by every training script. Step counts are env steps (agent decisions)."""
+
+    environment_name: str = field("CartPole-v1", "Gymnasium id, or a short Atari name such as Pong.")
+    seed: int = field(1, "Seed of every random number generator of the run.")
+    num_iterations: int = field(10, "Iterations of training then evaluation; a checkpoint after each.")
+    num_train_steps: int = field(5000, "Env steps of training per iteration.")
+    num_eval_steps: int = field(5000, "Env steps of greedy evaluation per iteration (whole episodes count).")
+    max_episode_steps: int = field(0, "Cut episodes after this many env steps; 0 keeps the env's own limit.")
+    environment_height: int = field(84, "Atari frame height after resizing.")
+    environment_width: int = field(84, "Atari frame width after resizing.")
+    environment_frame_skip: int = field(4, "Atari emulator frames per env step (max over the last two).")
+    environment_frame_stack: int = field(4, "Atari frames stacked into one observation.")
+    noop_max: int = field(30, "Atari: up to this many no-op actions after each reset.")
+    sticky_action_probability: float = field(0.0, "Atari: probability of repeating the previous action.")
+    terminal_on_life_loss: bool = field(True, "Atari: a lost life is a terminal state for learning only.")
+    clip_reward: bool = field(True, "Atari: learn from the sign of the reward (statistics stay raw).")
+    checkpoint_dir: str = field("./checkpoints", "Folder of the checkpoints <AGENT>_<env>_<iteration>.ckpt.")
+    results_csv_path: str = field(
+        "", "CSV file that gets one row per iteration; default: inside the run folder."
+    )
+    use_tensorboard: bool = field(True, "Write TensorBoard logs under ./runs.")
+    runs_dir: str = field("./runs", "Root folder of the TensorBoard run folders.")
+    tag: str = field("", "Suffix of the run folder name, so runs sit side by side in TensorBoard.")
+    debug_screenshots_interval: int = field(
+        0, "Save the terminal frame of every N-th training episode; 0: off."
+    )
+    resume: bool = field(False, "Continue from the latest checkpoint of this agent and environment.")
+    stop_when_solved: bool = field(True, "Stop once the evaluation mean reaches the env's reward threshold.")
+    device: str = field("auto", "Learner device: auto (CUDA if available), cpu, cuda or cuda:N.")
+    num_threads: int = field(1, "torch CPU threads of this process (1 is fastest for small networks).")
+    show_progress: bool = field(True, "Show a progress bar on the console.")
+
+    def __post_init__(self):
+        for name in ("num_iterations", "num_train_steps", "environment_height", "environment_width"):
+            require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        for name in ("environment_frame_skip", "environment_frame_stack", "num_threads"):
+            require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        for name in ("num_eval_steps", "max_episode_steps", "noop_max", "debug_screenshots_interval"):
+            require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")
+        require(
+            0.0 <= self.sticky_action_probability <= 1.0,
+            f"--sticky_action_probability must be in [0, 1], got {self.sticky_action_probability}",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """Flags of every `eval_agent` script."""
+
+    environment_name: str = field("CartPole-v1", "Gymnasium id, or a short Atari name such as Pong.")
+    seed: int = field(1, "Seed of the environment and of the exploration.")
+    num_episodes: int = field(5, "Whole episodes to play.")
+    max_episode_steps: int = field(0, "Cut episodes after this many env steps; 0 keeps the env's own limit.")
+    eval_exploration_epsilon: float = field(
+        -1.0, "Probability of a random action (value-based agents); -1: 0.01 on Atari, 0 otherwise."
+    )
+    environment_height: int = field(84, "Atari frame height after resizing.")
+    environment_width: int = field(84, "Atari frame width after resizing.")
+    environment_frame_skip: int = field(4, "Atari emulator frames per env step (max over the last two).")
+    environment_frame_stack: int = field(4, "Atari frames stacked into one observation.")
+    noop_max: int = field(30, "Atari: up to this many no-op actions after each reset.")
+    sticky_action_probability: float = field(0.0, "Atari: probability of repeating the previous action.")
+    load_checkpoint_file: str = field(
+        "", "Checkpoint to play; 'latest' finds the newest in --checkpoint_dir."
+    )
+    checkpoint_dir: str = field("./checkpoints", "Where 'latest' looks for checkpoints.")
+    recording_video_dir: str = field(
+        "./recordings", "Folder of the mp4 of the first episode; '' records none."
+    )
+    device: str = field("auto", "Device of the network: auto, cpu, cuda or cuda:N.")
+    num_threads: int = field(1, "torch CPU threads of this process.")
+
+    def __post_init__(self):
+        require(self.num_episodes > 0, f"--num_episodes must be positive, got {self.num_episodes}")
+        require(
+            self.max_episode_steps >= 0, f"--max_episode_steps must be >= 0, got {self.max_episode_steps}"
+        )
+        require(
+            self.eval_exploration_epsilon == -1.0 or 0.0 <= self.eval_exploration_epsilon <= 1.0,
+            f"--eval_exploration_epsilon must be in [0, 1] (or -1 for auto), got {self.eval_exploration_epsilon}",
+        )
+
+
+def _flag_definer(flags_module, annotation):
+    origin = typing.get_origin(annotation)
+    if annotation is bool:
+        return flags_module.DEFINE_boolean
+    if annotation is int:
+        return flags_module.DEFINE_integer
+    if annotation is float:
+        return flags_module.DEFINE_float
+    if annotation is str:
+        return flags_module.DEFINE_string
+    if origin is tuple:
+        return flags_module.DEFINE_list
+    raise TypeError(f"no flag type for {annotation}")
+
+
+def run_script(
+    config_cls: type[_C],
+    defaults: Mapping[str, Any],
+    main: Callable[[_C], Any],
+    exclude: frozenset[str] = frozenset(),
+) -> None:
+    """Defines one absl flag per config field (minus `exclude`), parses argv and calls `main(config)`."""
+    from absl import app, flags
+
+    hints = typing.get_type_hints(config_cls)
+    names = []
+    for f in dataclasses.fields(config_cls):
+        if f.name in exclude:
+            continue
+        default = defaults.get(f.name, f.default)
+        if typing.get_origin(hints[f.name]) is tuple:
+            default = [str(x) for x in default]
+        _flag_definer(flags, hints[f.name])(f.name, default, f.metadata.get("help", f.name))
+        names.append(f.name)
+
+    @exit_on_error
+    def _main(argv):
+        if len(argv) > 1:
+            raise ConfigError(f"unexpected arguments: {' '.join(argv[1:])}")
+        values = dict(defaults)
+        for name in names:
+            value = flags.FLAGS[name].value
+            if typing.get_origin(hints[name]) is tuple:
+                element = typing.get_args(hints[name])[0]
+                try:
+                    value = tuple(element(x) for x in value)
+                except ValueError:
+                    raise ConfigError(
+                        f"--{name} must be a comma-separated list of {element.__name__}"
+                    ) from None
+            values[name] = value
+        return main(config_cls(**values))
+
+    app.run(_main)

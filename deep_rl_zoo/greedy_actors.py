@@ -1,0 +1,56 @@
+"""Evaluation actors: act (almost) greedily with a network shared with, or loaded for, the learner."""
+
+import numpy as np
+import torch
+from torch import nn
+
+from deep_rl_zoo.types_ import TimeStep
+
+
+class EpsilonGreedyActor:
+    """Takes arg-max Q actions, or a uniformly random one with probability `epsilon`.
+
+    The network is used as given (often the very module the learner trains), in inference mode, so
+    evaluation always sees the latest parameters without copying them.
+    """
+
+    def __init__(
+        self,
+        network: nn.Module,
+        num_actions: int,
+        epsilon: float,
+        rng: np.random.Generator,
+        device: torch.device,
+        agent_name: str,
+    ):
+        self.agent_name = agent_name
+        self._network = network
+        self._num_actions = num_actions
+        self._epsilon = epsilon
+        self._rng = rng
+        self._device = device
+
+    def step(self, timestep: TimeStep) -> int:
+        if self._rng.random() < self._epsilon:
+            return int(self._rng.integers(self._num_actions))
+        return greedy_action(self._network, timestep.observation, self._device)
+
+    def reset(self) -> None:
+        pass
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {"epsilon": self._epsilon}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+@torch.inference_mode()
+def greedy_action(network: nn.Module, observation: np.ndarray, device: torch.device) -> int:
+    """arg-max_a Q(observation, a) for one observation."""
+    x = torch.as_tensor(observation, device=device).unsqueeze(0)
+    return int(network(x).q_values.argmax(dim=1).item())

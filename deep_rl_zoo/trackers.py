@@ -1,0 +1,135 @@
+"""Statistics of a run: per-phase episode statistics, TensorBoard, CSV results and screenshots.
+
+Episode statistics come only from `info["episode"]`, which `gym_env` adds when a whole game ends, so
+a lost life never counts as an episode and returns are the raw (unclipped) game scores. Every x-axis
+is the number of training env steps taken so far.
+"""
+
+import csv
+import math
+import os
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from deep_rl_zoo.types_ import TimeStep
+
+
+class PhaseStats:
+    """Counts env steps and whole episodes during one phase (training or evaluation) of an iteration."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.num_steps = 0
+        self.episode_returns: list[float] = []
+        self.episode_lengths: list[int] = []
+        self.current_return = 0.0  # raw return of the unfinished episode, for evaluation fallbacks
+        self._start_time = time.perf_counter()
+
+    def step(self, timestep: TimeStep) -> dict | None:
+        """Records one env step; returns the episode summary if a whole game just ended."""
+        self.num_steps += 1
+        self.current_return += float(timestep.reward)
+        episode = timestep.info.get("episode")
+        if episode is None:
+            return None
+        self.episode_returns.append(float(np.asarray(episode["r"])))
+        self.episode_lengths.append(int(np.asarray(episode["l"])))
+        self.current_return = 0.0
+        return {"episode_return": self.episode_returns[-1], "episode_length": self.episode_lengths[-1]}
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.num_steps / max(time.perf_counter() - self._start_time, 1e-9)
+
+    def summary(self) -> dict[str, float]:
+        """Means over the whole episodes of this phase (NaN if none ended)."""
+        returns = self.episode_returns
+        return {
+            "num_episodes": len(returns),
+            "mean_episode_return": float(np.mean(returns)) if returns else math.nan,
+            "mean_episode_length": float(np.mean(self.episode_lengths)) if returns else math.nan,
+            "steps_per_second": self.steps_per_second,
+            "num_steps": self.num_steps,
+        }
+
+
+class RunLogger:
+    """Writes TensorBoard scalars and images, the CSV results file and debug screenshots of one run."""
+
+    def __init__(
+        self,
+        run_dir: str,
+        use_tensorboard: bool,
+        results_csv_path: str,
+        debug_screenshots_interval: int = 0,
+        screenshot_dir: str = "./screenshots",
+    ):
+        self.run_dir = run_dir
+        self.results_csv_path = results_csv_path
+        self.debug_screenshots_interval = debug_screenshots_interval
+        self.screenshot_dir = screenshot_dir
+        self._writer = None
+        if use_tensorboard:
+            from torch.utils.tensorboard import SummaryWriter  # imported lazily: it is slow to import
+
+            os.makedirs(run_dir, exist_ok=True)
+            self._writer = SummaryWriter(log_dir=run_dir)
+
+    def scalars(self, prefix: str, values: Mapping[str, float], step: int) -> None:
+        if self._writer is None:
+            return
+        for key, value in values.items():
+            if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                self._writer.add_scalar(f"{prefix}/{key}", float(value), step)
+
+    def screenshot(self, prefix: str, frame: np.ndarray, step: int, episode_index: int) -> None:
+        """Adds the terminal frame of an episode to TensorBoard and saves it as a PNG."""
+        frame = np.asarray(frame)
+        if frame.ndim == 3 and frame.shape[0] not in (1, 3) and frame.shape[-1] not in (1, 3):
+            frame = frame[-1]  # a stack of grayscale frames: show the newest
+        if self._writer is not None:
+            self._writer.add_image(
+                f"{prefix}/terminal_frame", frame, step, dataformats="HWC" if frame.ndim == 3 else "HW"
+            )
+        os.makedirs(self.screenshot_dir, exist_ok=True)
+        name = f"{os.path.basename(self.run_dir)}_{prefix}_episode{episode_index}.png"
+        try:
+            from PIL import Image
+
+            Image.fromarray(frame.astype(np.uint8)).save(os.path.join(self.screenshot_dir, name))
+        except ImportError:  # pillow comes with tensorboard/matplotlib; without it only TensorBoard gets it
+            pass
+
+    def csv_row(self, row: Mapping[str, float | int | str]) -> None:
+        """Appends one row to the results CSV, writing the header when the file is new."""
+        directory = os.path.dirname(os.path.abspath(self.results_csv_path))
+        os.makedirs(directory, exist_ok=True)
+        is_new = not os.path.exists(self.results_csv_path) or os.path.getsize(self.results_csv_path) == 0
+        with open(self.results_csv_path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(row.keys()))
+            if is_new:
+                writer.writeheader()
+            writer.writerow(row)
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+def new_run_dir(runs_root: str, name: str) -> str:
+    """`runs/<name>`, or `runs/<name>-2`, `-3`... if taken: an existing run folder is never reused."""
+    candidate = os.path.join(runs_root, name)
+    index = 2
+    while os.path.exists(candidate):
+        candidate = os.path.join(runs_root, f"{name}-{index}")
+        index += 1
+    os.makedirs(candidate)
+    return candidate
