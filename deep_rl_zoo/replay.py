@@ -1,0 +1,409 @@
+"""Experience replay: n-step transitions, a uniform replay of preallocated numpy arrays, and a
+frame store that keeps each Atari frame once.
+
+How an Atari agent puts the three together (one env, frames added in time order):
+
+    handle = store.add(timestep.observation[-1], timestep.first)   # newest frame of the stack
+    for transition in accumulator.step(timestep, handle, action):  # int handles as states
+        replay.add(transition)
+    ...
+    batch = replay.sample(batch_size)
+    s_tm1, s_t = store.stacks(batch.s_tm1), store.stacks(batch.s_t)  # uint8 [B, stack, H, W]
+
+with `store = FrameStackStore(frame_store_capacity(replay_capacity, n_step), (84, 84), 4)`.
+Vector-observation agents skip the store and pass the observation array itself.
+"""
+
+import math
+from collections import deque
+from typing import Any, Generic, NamedTuple, TypeVar
+
+import numpy as np
+
+from deep_rl_zoo.types_ import TimeStep
+
+
+class Transition(NamedTuple):
+    """One (n-step) transition. Loss target: `r_t + discount_t * bootstrap(s_t)`.
+
+    `r_t` is the discounted reward sum over the window, `discount_t` the product of the discounts
+    over it: `gamma**k` for a window of k steps, 0.0 when a true termination was reached inside it.
+    """
+
+    s_tm1: Any  # observation array, or an int frame handle of a FrameStackStore
+    a_tm1: Any  # action taken in s_tm1
+    r_t: Any  # np.float32 scalar: r_{t-k+1} + gamma * r_{t-k+2} + ... + gamma**(k-1) * r_t
+    discount_t: Any  # np.float32 scalar: gamma**k, or 0.0 if s_t is terminal
+    s_t: Any  # observation (or handle) to bootstrap from, k steps after s_tm1
+
+
+class _OpenWindow:
+    """A transition that has its start (s_tm1, a_tm1) but not yet its n rewards."""
+
+    __slots__ = ("s_tm1", "a_tm1", "r_t", "discount_t", "num_steps")
+
+    def __init__(self, s_tm1: Any, a_tm1: Any) -> None:
+        self.s_tm1 = s_tm1
+        self.a_tm1 = a_tm1
+        self.r_t = 0.0  # accumulated in Python floats (float64), cast to float32 when emitted
+        self.discount_t = 1.0
+        self.num_steps = 0
+
+
+class TransitionAccumulator:
+    """Turns the timesteps of episodes into (n-step) transitions.
+
+    Call `step` on every timestep, in order. Each step opens one window starting at its
+    observation (except the last step of an episode) and adds its reward to the open windows; a
+    window is emitted once it spans n steps, or when the episode ends (terminated or truncated).
+
+    Timeline for n = 3 on an episode of 5 steps (s0 first, s5 last); `->` marks the step at which
+    `step` returns the transition:
+
+        time         0     1     2     3     4     5 (last)
+        state        s0    s1    s2    s3    s4    s5
+        reward             r1    r2    r3    r4    r5
+        window s0    [-----------------]  -> at 3: (s0, a0, r1 + g r2 + g^2 r3, g^3, s3)
+        window s1          [-----------------]  -> at 4: (s1, a1, r2 + g r3 + g^2 r4, g^3, s4)
+        window s2                [-----------------]  -> at 5: (s2, ..., g^3 or 0, s5)
+        window s3                      [-----------]  -> flushed at 5: (s3, ..., g^2 or 0, s5)
+        window s4                            [-----]  -> flushed at 5: (s4, a4, r5, g or 0, s5)
+
+    At 5 the windows that end there are flushed: with `s5.terminated` their discount is 0 (no
+    bootstrap from a terminal state); with only `s5.truncated` (time limit) they keep `g**k`, k
+    being their length, and bootstrap from s5. For n = 1 every non-first step returns exactly
+    `(s_{t-1}, a_{t-1}, r_t, g * (1 - terminated_t), s_t)`.
+
+    No window ever crosses an episode boundary: a `first` timestep drops whatever is still open
+    (e.g. an episode abandoned without a last timestep) and starts afresh.
+
+    Rewards and discounts are emitted as np.float32 scalars, so a `UniformReplay` stores them as
+    float32; states and actions are passed through unchanged.
+    """
+
+    def __init__(self, n: int, discount: float) -> None:
+        """Builds an accumulator with no open window.
+
+        Args:
+            n: number of steps per transition (1 = ordinary one-step transitions).
+            discount: gamma, in [0, 1].
+        """
+        if not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        if not 0.0 <= discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {discount}")
+        self._n = int(n)
+        self._discount = float(discount)
+        self._open: deque[_OpenWindow] = deque()
+        self._in_episode = False
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    @property
+    def discount(self) -> float:
+        return self._discount
+
+    def reset(self) -> None:
+        """Drops every open window (call it before each episode)."""
+        self._open.clear()
+        self._in_episode = False
+
+    def step(self, timestep: TimeStep, observation: Any, action: Any) -> list[Transition]:
+        """Feeds one timestep; returns the transitions completed by it (possibly none).
+
+        Args:
+            timestep: the timestep of the env; its `observation` is not read.
+            observation: what the replay should store for this state: the array itself, or a frame
+                handle from `FrameStackStore.add`.
+            action: the action the agent takes at this timestep (ignored, may be None, when
+                `timestep.last`).
+        """
+        if timestep.first:
+            self.reset()
+            self._in_episode = True
+        elif not self._in_episode:
+            raise ValueError(
+                "TransitionAccumulator.step got a non-first timestep outside an episode; "
+                "every episode must start with a timestep whose `first` is True."
+            )
+        else:
+            # Arriving in s_t: every open window collects r_t, then its discount advances by
+            # gamma, or drops to 0 for good if s_t is a true terminal state.
+            reward = float(timestep.reward)
+            step_discount = 0.0 if timestep.terminated else self._discount
+            for window in self._open:
+                window.r_t += window.discount_t * reward
+                window.discount_t *= step_discount
+                window.num_steps += 1
+
+        completed: list[Transition] = []
+        if timestep.last and not timestep.first:
+            # The episode ends here: flush every open window, bootstrapping from s_t.
+            while self._open:
+                completed.append(self._emit(self._open.popleft(), observation))
+            self._in_episode = False
+            return completed
+        if timestep.last:  # A one-state episode (first and last): nothing to learn from.
+            self.reset()
+            return completed
+        if self._open and self._open[0].num_steps == self._n:
+            completed.append(self._emit(self._open.popleft(), observation))
+        self._open.append(_OpenWindow(observation, action))
+        return completed
+
+    @staticmethod
+    def _emit(window: _OpenWindow, s_t: Any) -> Transition:
+        return Transition(
+            s_tm1=window.s_tm1,
+            a_tm1=window.a_tm1,
+            r_t=np.float32(window.r_t),
+            discount_t=np.float32(window.discount_t),
+            s_t=s_t,
+        )
+
+
+ItemT = TypeVar("ItemT", bound=tuple)
+
+
+class UniformReplay(Generic[ItemT]):
+    """Fixed-capacity replay, sampled uniformly with replacement.
+
+    Items are NamedTuples (e.g. `Transition`) whose fields are numbers or numpy arrays of a fixed
+    shape. The first `add` allocates one array per field, `[capacity, *field_shape]` with the field's
+    dtype (a Python int becomes int64, a float float64; pass np.float32 scalars to store float32).
+    The arrays come from np.zeros, so the operating system only commits the pages actually written:
+    `nbytes` is what is reserved, the process RSS grows with `size`. Once full, each `add`
+    overwrites the oldest item.
+    """
+
+    def __init__(self, capacity: int, rng: np.random.Generator) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self._capacity = int(capacity)
+        self._rng = rng
+        self._item_type: type | None = None
+        self._storage: list[np.ndarray] = []
+        self._num_added = 0  # total adds ever; the next item goes to slot num_added % capacity
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def size(self) -> int:
+        """Number of items currently stored (at most `capacity`)."""
+        return min(self._num_added, self._capacity)
+
+    @property
+    def num_added(self) -> int:
+        """Number of items added since construction, including overwritten ones."""
+        return self._num_added
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated for the storage arrays (0 before the first `add`)."""
+        return sum(array.nbytes for array in self._storage)
+
+    def add(self, item: ItemT) -> None:
+        """Stores `item`, overwriting the oldest one when full."""
+        if self._item_type is None:
+            self._allocate(item)
+        elif type(item) is not self._item_type:
+            raise TypeError(f"expected a {self._item_type.__name__}, got {type(item).__name__}")
+        slot = self._num_added % self._capacity
+        for name, array, value in zip(item._fields, self._storage, item, strict=True):
+            if np.shape(value) != array.shape[1:]:
+                raise ValueError(
+                    f"field {name!r} has shape {np.shape(value)}, but the replay was allocated for "
+                    f"{array.shape[1:]} by the first item"
+                )
+            array[slot] = value
+        self._num_added += 1
+
+    def sample(self, batch_size: int) -> ItemT:
+        """Returns `batch_size` items drawn uniformly with replacement, as one item of arrays
+        `[batch_size, *field_shape]`."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay")
+        if not 1 <= batch_size <= self.size:
+            raise ValueError(f"batch_size must be in [1, size={self.size}], got {batch_size}")
+        indices = self._rng.integers(0, self.size, size=batch_size)
+        assert self._item_type is not None
+        return self._item_type(*(array[indices] for array in self._storage))
+
+    def _allocate(self, item: ItemT) -> None:
+        if not hasattr(item, "_fields"):
+            raise TypeError(f"replay items must be NamedTuples, got {type(item).__name__}")
+        self._item_type = type(item)
+        for value in item:
+            value = np.asarray(value)
+            self._storage.append(np.zeros((self._capacity, *value.shape), dtype=value.dtype))
+
+
+class StaleFrameHandleError(ValueError):
+    """A frame handle whose frames have already been overwritten in the FrameStackStore ring."""
+
+
+class FrameStackStore:
+    """Keeps each Atari frame once and rebuilds frame stacks from integer handles.
+
+    A replay of stacked observations stores every frame `2 * stack_size` times (s_tm1 and s_t each
+    hold `stack_size` frames). With 84x84 uint8 frames and a 1M replay that is
+    1e6 * 2 * 4 * 84 * 84 bytes = 56.4 GB; this store holds each frame once:
+    1e6 * 84 * 84 bytes = 7.06 GB (+ 1 byte per slot of bookkeeping, + the small margin of
+    `frame_store_capacity`).
+
+    `add` returns a handle: 0, 1, 2, ... in the order frames are added. Frames go into a ring of
+    `capacity` slots, so the newest `capacity` frames are kept. `stacks` rebuilds, for a handle t,
+    the stack exactly as `gymnasium.wrappers.FrameStackObservation(padding_type="reset")` returns
+    it: frames t - stack_size + 1 .. t, where the positions before the first frame of t's episode
+    repeat that first frame. Timeline for stack_size = 4 (episode A ends at handle 1, B starts at 2):
+
+        handle      0    1  |  2    3    4    5
+        frame       a0   a1 |  b0   b1   b2   b3
+        stacks(3) = [b0, b0, b0, b1]      # padded with B's first frame, never with a1
+        stacks(5) = [b0, b1, b2, b3]
+
+    Frames must come from one env, in time order; `first` marks the first frame of each episode
+    (or of each life, whatever the agent treats as `timestep.first`).
+    """
+
+    def __init__(self, capacity: int, frame_shape: tuple[int, int], stack_size: int) -> None:
+        if not 1 <= stack_size <= 255:
+            raise ValueError(f"stack_size must be in [1, 255], got {stack_size}")
+        if capacity < stack_size:
+            raise ValueError(f"capacity ({capacity}) must be >= stack_size ({stack_size})")
+        self._capacity = int(capacity)
+        self._frame_shape = tuple(int(d) for d in frame_shape)
+        self._stack_size = int(stack_size)
+        self._frames = np.zeros((self._capacity, *self._frame_shape), dtype=np.uint8)
+        # Per slot: how many earlier frames of the same episode the stack may use,
+        # min(handle - handle of the episode's first frame, stack_size - 1). 0 for a first frame.
+        self._frames_since_first = np.zeros(self._capacity, dtype=np.uint8)
+        self._next_handle = 0
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def stack_size(self) -> int:
+        return self._stack_size
+
+    @property
+    def frame_shape(self) -> tuple[int, ...]:
+        return self._frame_shape
+
+    @property
+    def num_added(self) -> int:
+        """Frames added so far; the newest handle is `num_added - 1`."""
+        return self._next_handle
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated: the frame ring plus one byte of bookkeeping per slot."""
+        return self._frames.nbytes + self._frames_since_first.nbytes
+
+    def add(self, frame: np.ndarray, first: bool) -> int:
+        """Stores the newest frame of the env and returns its handle.
+
+        Args:
+            frame: uint8 [H, W], e.g. `timestep.observation[-1]`.
+            first: whether the frame is the first of an episode (`timestep.first`).
+        """
+        frame = np.asarray(frame)
+        if frame.shape != self._frame_shape or frame.dtype != np.uint8:
+            raise ValueError(
+                f"expected a uint8 frame of shape {self._frame_shape}, got {frame.dtype} {frame.shape}"
+            )
+        handle = self._next_handle
+        slot = handle % self._capacity
+        if first:
+            frames_since_first = 0
+        elif handle == 0:
+            raise ValueError("the first frame added to a FrameStackStore must have first=True")
+        else:
+            previous = int(self._frames_since_first[(handle - 1) % self._capacity])
+            frames_since_first = min(previous + 1, self._stack_size - 1)
+        self._frames[slot] = frame
+        self._frames_since_first[slot] = frames_since_first
+        self._next_handle += 1
+        return handle
+
+    def valid(self, handles: np.ndarray) -> np.ndarray:
+        """bool [B]: whether every frame that `stacks` needs for each handle is still stored.
+
+        A handle h is always valid while h >= newest - capacity + stack_size; a handle near the start
+        of its episode needs fewer earlier frames, so it stays valid a little longer.
+        """
+        handles = self._as_handles(handles)
+        in_range = (handles >= 0) & (handles < self._next_handle)
+        oldest_kept = self._next_handle - self._capacity
+        # Only read the bookkeeping of slots that still hold the handle's own frame.
+        readable = in_range & (handles >= oldest_kept)
+        since = np.where(readable, self._frames_since_first[handles % self._capacity], 0)
+        return readable & (handles - since >= oldest_kept)
+
+    def stacks(self, handles: np.ndarray) -> np.ndarray:
+        """Rebuilds the frame stacks of `handles` (int [B]) as uint8 [B, stack_size, H, W].
+
+        Raises:
+            StaleFrameHandleError: if a frame a stack needs has been overwritten, or a handle was
+                never issued.
+        """
+        handles = self._as_handles(handles)
+        valid = self.valid(handles)
+        if not valid.all():
+            bad = handles[~valid]
+            raise StaleFrameHandleError(
+                f"{bad.size} frame handle(s) are not stored any more (or were never issued), e.g. "
+                f"{int(bad[0])}: the store keeps handles {max(0, self._next_handle - self._capacity)}.."
+                f"{self._next_handle - 1} and a stack needs up to {self._stack_size - 1} frames before "
+                f"its handle. Size the store with frame_store_capacity()."
+            )
+        since = self._frames_since_first[handles % self._capacity].astype(np.int64)  # [B]
+        # Offsets of the stack positions from the handle, oldest first: stack_size - 1, ..., 1, 0;
+        # an offset reaching before the episode's first frame is clamped onto it (reset padding).
+        offsets = np.arange(self._stack_size - 1, -1, -1, dtype=np.int64)  # [S]
+        offsets = np.minimum(offsets[None, :], since[:, None])  # [B, S]
+        return self._frames[(handles[:, None] - offsets) % self._capacity]  # [B, S, H, W]
+
+    @staticmethod
+    def _as_handles(handles: np.ndarray) -> np.ndarray:
+        handles = np.asarray(handles)
+        if handles.ndim != 1 or not np.issubdtype(handles.dtype, np.integer):
+            raise ValueError(f"handles must be a 1-D integer array, got {handles.dtype} {handles.shape}")
+        return handles.astype(np.int64, copy=False)
+
+
+def frame_store_capacity(
+    replay_capacity: int, n_step: int, stack_size: int = 4, min_episode_steps: int = 32
+) -> int:
+    """Frame-store slots needed so that no transition in a `UniformReplay(replay_capacity)` ever
+    refers to an overwritten frame.
+
+    Returns `C + ceil((C + n + L) / L) + 2n + S`, with C = replay_capacity, n = n_step,
+    S = stack_size, L = min_episode_steps. For C = 1M, n = 3, S = 4, L = 32: 1M + 31_252 + 10 slots
+    (+ 221 MB of 84x84 frames). L = 1 assumes nothing and costs about C more slots.
+
+    Why: one frame per env step (the first one of an episode included); a transition (a, ..., b),
+    with frame handles a < b <= a + n, is returned by the accumulator exactly when frame b is added.
+    Let N be the newest handle, D = N - b and E the number of episodes started among the D frames
+    after b. Each non-first frame after b opens a window that, apart from at most n - 1 still open
+    at N, has been added to the replay after our transition; so while it is still among the newest
+    C transitions, (D - E) - (n - 1) <= C - 1, and N - a <= D + n <= C + E + 2n - 2. Its stack needs
+    frames back to a - S + 1, which the ring holds if capacity >= N - a + S. If every episode (or
+    life, with terminal-on-life-loss) lasts at least L env steps, its L + 1 frames space episode
+    starts, E <= D / (L + 1) + 1, hence E <= (C + n + L - 1) / L, which gives the margin above.
+
+    The length assumption only has to hold on average over the replay's span; Atari episodes and
+    lives last hundreds of steps. Should it fail (say thousands of one-step episodes), the oldest
+    transitions' handles become stale and `FrameStackStore.stacks` raises `StaleFrameHandleError`
+    rather than return wrong frames; `FrameStackStore.valid` lets an agent resample those.
+    """
+    if min_episode_steps < 1:
+        raise ValueError(f"min_episode_steps must be >= 1, got {min_episode_steps}")
+    c, n, length = int(replay_capacity), int(n_step), int(min_episode_steps)
+    return c + math.ceil((c + n + length) / length) + 2 * n + int(stack_size)
