@@ -188,6 +188,11 @@ class UniformReplay(Generic[ItemT]):
         self._num_added = 0  # total adds ever; the next item goes to slot num_added % capacity
 
     @property
+    def rng(self) -> np.random.Generator:
+        """The sampling generator; agents save its state in checkpoints so a resumed run samples on."""
+        return self._rng
+
+    @property
     def capacity(self) -> int:
         return self._capacity
 
@@ -407,3 +412,179 @@ def frame_store_capacity(
         raise ValueError(f"min_episode_steps must be >= 1, got {min_episode_steps}")
     c, n, length = int(replay_capacity), int(n_step), int(min_episode_steps)
     return c + math.ceil((c + n + length) / length) + 2 * n + int(stack_size)
+
+
+class SumTree:
+    """Non-negative values in `capacity` slots, with O(log N) prefix-sum search and update.
+
+    Hand-written because no maintained library offers a vectorised sum tree over numpy arrays (the
+    replay libraries that have one are either unmaintained, framework-bound, or loop in Python over
+    the batch). Every operation here works on a whole batch at once: B searches descend the tree
+    together, level by level, and B updates propagate up together, so a batch costs O(B log N) numpy
+    work and never a scan of the N leaves.
+
+    Layout: a complete binary tree in one float64 array of 2P entries, P = the smallest power of two
+    >= capacity. Node 1 is the root, node i has children 2i and 2i + 1, leaves are nodes P .. 2P - 1
+    (slot k is node P + k). Entry 0 is unused. Slots >= capacity stay 0 forever.
+
+        node:            1              total = 6
+                      /     \\
+                     2       3          3, 3
+                    / \\     / \\
+        leaves:    4   5   6   7        slots 0..3 hold 1, 2, 3, 0
+
+    Internal nodes are always recomputed as the sum of their two children (never updated by adding
+    deltas), so no rounding error accumulates however many updates happen.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self._capacity = int(capacity)
+        self._first_leaf = 1 << max(0, (self._capacity - 1).bit_length())  # P
+        self._depth = self._first_leaf.bit_length() - 1  # log2(P): levels below the root
+        self._nodes = np.zeros(2 * self._first_leaf, dtype=np.float64)
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def total(self) -> float:
+        """Sum of all values."""
+        return float(self._nodes[1])
+
+    @property
+    def nbytes(self) -> int:
+        return self._nodes.nbytes
+
+    def values(self, indices: np.ndarray | None = None) -> np.ndarray:
+        """float64 [B]: the values of `indices` (all `capacity` values when None)."""
+        if indices is None:
+            return self._nodes[self._first_leaf : self._first_leaf + self._capacity].copy()
+        return self._nodes[self._first_leaf + self._check_indices(indices)]
+
+    def set(self, indices: np.ndarray, values: np.ndarray) -> None:
+        """Sets slot `indices[i]` to `values[i]`; for a repeated index the last value wins."""
+        indices = self._check_indices(indices)
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != indices.shape:
+            raise ValueError(f"values has shape {values.shape}, indices {indices.shape}")
+        if not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise ValueError("sum-tree values must be finite and >= 0")
+        nodes = self._first_leaf + indices
+        self._nodes[nodes] = values
+        for _ in range(self._depth):  # one level up per pass: the parents of this level's nodes
+            nodes = nodes // 2
+            self._nodes[nodes] = self._nodes[2 * nodes] + self._nodes[2 * nodes + 1]
+
+    def find(self, targets: np.ndarray) -> np.ndarray:
+        """int64 [B]: for each target in [0, total), the slot k where the prefix sum first exceeds it,
+        i.e. sum(values[:k]) <= target < sum(values[:k + 1]).
+
+        A slot holding 0 is never returned (even for a target rounded up to `total`): the descent only
+        enters a subtree whose sum is positive.
+        """
+        targets = np.array(targets, dtype=np.float64)  # copy: consumed as we descend
+        if self.total <= 0:
+            raise ValueError("cannot search a sum tree whose values are all 0")
+        nodes = np.ones(targets.shape, dtype=np.int64)
+        for _ in range(self._depth):
+            left = 2 * nodes
+            left_sum = self._nodes[left]
+            go_right = (targets >= left_sum) & (self._nodes[left + 1] > 0)
+            targets -= np.where(go_right, left_sum, 0.0)
+            nodes = left + go_right
+        return nodes - self._first_leaf
+
+    def _check_indices(self, indices: np.ndarray) -> np.ndarray:
+        indices = np.asarray(indices)
+        if indices.ndim != 1 or not np.issubdtype(indices.dtype, np.integer):
+            raise ValueError(f"indices must be a 1-D integer array, got {indices.dtype} {indices.shape}")
+        if indices.size and (indices.min() < 0 or indices.max() >= self._capacity):
+            raise ValueError(
+                f"indices must be in [0, {self._capacity}), got {indices.min()}..{indices.max()}"
+            )
+        return indices.astype(np.int64, copy=False)
+
+
+class PrioritizedSample(NamedTuple):
+    """A batch drawn from a `PrioritizedReplay`."""
+
+    items: Any  # one replay item of arrays [B, *field_shape]
+    indices: np.ndarray  # int64 [B]: slots, to pass back to `update_priorities`
+    weights: np.ndarray  # float32 [B]: importance-sampling weights, max 1
+
+
+class PrioritizedReplay(UniformReplay[ItemT]):
+    """Proportional prioritized replay (Schaul et al. 2015, "Prioritized Experience Replay",
+    https://arxiv.org/abs/1511.05952) on a `SumTree`.
+
+    Item i is drawn with probability P(i) = p_i^alpha / sum_k p_k^alpha, where p_i is its priority
+    (e.g. |TD error| + a small epsilon) and alpha is `priority_exponent` (0: uniform). A new item gets
+    the largest priority passed to `update_priorities` so far (1.0 before any update), so it is
+    likely replayed at least once. `sample` returns, with the items, their slots and the
+    importance-sampling weights
+
+        w_i = (N * P(i))^(-beta) / max_{j in batch} w_j,     N = size,
+
+    with beta the `importance_sampling_exponent` passed to it (annealed towards 1 by the agent).
+
+    Storage and `add` are those of `UniformReplay`; sampling and updating a batch of B costs
+    O(B log N) (the B draws are stratified: one uniform draw in each of B equal slices of the total).
+    """
+
+    def __init__(self, capacity: int, priority_exponent: float, rng: np.random.Generator) -> None:
+        super().__init__(capacity, rng)
+        if priority_exponent < 0:
+            raise ValueError(f"priority_exponent must be >= 0, got {priority_exponent}")
+        self._priority_exponent = float(priority_exponent)
+        self._tree = SumTree(capacity)
+        self._max_priority = 1.0
+
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + self._tree.nbytes
+
+    @property
+    def max_priority(self) -> float:
+        return self._max_priority
+
+    def add(self, item: ItemT) -> None:
+        """Stores `item` with the largest priority seen so far, overwriting the oldest one when full."""
+        slot = self._num_added % self._capacity
+        super().add(item)
+        self._tree.set(np.array([slot]), np.array([self._max_priority**self._priority_exponent]))
+
+    def sample(self, batch_size: int, importance_sampling_exponent: float = 1.0) -> PrioritizedSample:
+        """Draws `batch_size` items with probability proportional to priority^alpha (with replacement)."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay")
+        if not 1 <= batch_size <= self.size:
+            raise ValueError(f"batch_size must be in [1, size={self.size}], got {batch_size}")
+        total = self._tree.total
+        targets = (np.arange(batch_size) + self._rng.random(batch_size)) * (total / batch_size)
+        indices = self._tree.find(targets)
+        probabilities = self._tree.values(indices) / total
+        weights = (self.size * probabilities) ** (-float(importance_sampling_exponent))
+        weights = (weights / weights.max()).astype(np.float32)
+        assert self._item_type is not None
+        items = self._item_type(*(array[indices] for array in self._storage))
+        return PrioritizedSample(items=items, indices=indices, weights=weights)
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """Sets the priorities (before the exponent alpha) of the items in slots `indices`."""
+        priorities = np.asarray(priorities, dtype=np.float64)
+        if priorities.shape != np.shape(indices):
+            raise ValueError(f"priorities has shape {priorities.shape}, indices {np.shape(indices)}")
+        if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
+            raise ValueError("priorities must be finite and >= 0")
+        if np.asarray(indices).size and np.max(indices) >= self.size:
+            raise ValueError(f"index {np.max(indices)} is not stored yet (size {self.size})")
+        self._tree.set(indices, priorities**self._priority_exponent)
+        if priorities.size:
+            self._max_priority = max(self._max_priority, float(priorities.max()))
+
+    def priorities(self) -> np.ndarray:
+        """float64 [size]: priority^alpha of every stored item (for tests and debugging)."""
+        return self._tree.values()[: self.size]

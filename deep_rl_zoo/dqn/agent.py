@@ -157,7 +157,7 @@ class Dqn:
             "env_steps": self._env_steps,
             "learner_steps": self._learner_steps,
             "rng": self._rng.bit_generator.state,
-            "replay_rng": self._replay._rng.bit_generator.state,
+            "replay_rng": self._replay.rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -167,4 +167,4 @@ class Dqn:
         self._env_steps = state["env_steps"]
         self._learner_steps = state["learner_steps"]
         self._rng.bit_generator.state = state["rng"]
-        self._replay._rng.bit_generator.state = state["replay_rng"]
+        self._replay.rng.bit_generator.state = state["replay_rng"]

@@ -1,0 +1,354 @@
+"""DQN end to end: smoke runs of every script, resume, determinism, bad input, and a learning test."""
+
+import csv
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from deep_rl_zoo import checkpoint, replay
+from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.dqn import agent as dqn_agent
+from deep_rl_zoo.dqn import eval_agent, run_atari, train
+from deep_rl_zoo.errors import CheckpointError, ConfigError, NonFiniteLossError
+from deep_rl_zoo.schedules import LinearSchedule
+from deep_rl_zoo.types_ import TimeStep
+
+
+def tiny_classic_config(tmp_path, **overrides) -> train.DqnConfig:
+    values = dict(
+        environment_name="CartPole-v1",
+        num_iterations=2,
+        num_train_steps=300,
+        num_eval_steps=200,
+        replay_capacity=1000,
+        min_replay_size=100,
+        batch_size=16,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    values.update(overrides)
+    return train.DqnConfig(**values)
+
+
+def read_csv(path) -> list[dict]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.smoke
+def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
+    state = train.main(tiny_classic_config(tmp_path))
+    for iteration in (0, 1):
+        assert os.path.isfile(tmp_path / "checkpoints" / f"DQN_CartPole-v1_{iteration}.ckpt")
+    rows = read_csv(os.path.join(state.run_dir, "results.csv"))
+    assert [int(r["iteration"]) for r in rows] == [0, 1]
+    assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
+    assert not [n for n in os.listdir(tmp_path / "checkpoints") if n.startswith(".tmp")]
+
+
+@pytest.mark.smoke
+def test_run_atari_smoke_stores_each_frame_once(tmp_path):
+    config = train.DqnConfig(
+        **{
+            **run_atari.DEFAULTS,
+            "num_iterations": 1,
+            "num_train_steps": 80,
+            "num_eval_steps": 30,
+            "max_episode_steps": 40,
+            "replay_capacity": 200,
+            "min_replay_size": 40,
+            "batch_size": 8,
+            "checkpoint_dir": str(tmp_path / "checkpoints"),
+            "runs_dir": str(tmp_path / "runs"),
+            "use_tensorboard": False,
+            "show_progress": False,
+        }
+    )
+    agents = train.build_agents(config, _pong_env(config), torch.device("cpu"))
+    assert agents.train_agent._frame_store is not None  # frames kept once, stacks rebuilt on sampling
+    state = train.main(config)
+    assert state.train_env_steps == 80
+    assert os.path.isfile(tmp_path / "checkpoints" / "DQN_Pong_0.ckpt")
+
+
+def _pong_env(config):
+    from deep_rl_zoo import run_support
+
+    return run_support.make_environment(config, 0, train=True)
+
+
+@pytest.mark.smoke
+def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path, capsys):
+    train.main(tiny_classic_config(tmp_path, num_iterations=1))
+    returns = eval_agent.main(
+        EvalConfig(
+            environment_name="CartPole-v1",
+            num_episodes=2,
+            load_checkpoint_file=str(tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"),
+            recording_video_dir=str(tmp_path / "recordings"),
+        )
+    )
+    assert len(returns) == 2 and all(r >= 1 for r in returns)
+    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "recordings"))
+    assert "episode 1: return" in capsys.readouterr().out
+
+
+@pytest.mark.smoke
+def test_eval_agent_without_checkpoint_says_it_plays_random_weights_on_atari(tmp_path, capsys):
+    returns = eval_agent.main(
+        EvalConfig(
+            environment_name="Pong", num_episodes=1, max_episode_steps=20, recording_video_dir=str(tmp_path / "v")
+        )
+    )
+    assert len(returns) == 1
+    assert "random weights" in capsys.readouterr().out
+    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "v"))
+
+
+@pytest.mark.smoke
+def test_resume_continues_counters_and_curve_where_the_run_stopped(tmp_path):
+    first = train.main(tiny_classic_config(tmp_path, num_iterations=2))
+    saved = checkpoint.load_checkpoint(
+        str(tmp_path / "checkpoints" / "DQN_CartPole-v1_1.ckpt"), "DQN", "CartPole-v1"
+    )
+    resumed = train.main(tiny_classic_config(tmp_path, num_iterations=3, resume=True))
+    assert resumed.run_dir == first.run_dir  # the same TensorBoard folder and CSV continue
+    assert resumed.train_env_steps == 900  # 600 before the break + 300
+    rows = read_csv(os.path.join(first.run_dir, "results.csv"))
+    assert [int(r["iteration"]) for r in rows] == [0, 1, 2]
+    final = checkpoint.load_checkpoint(
+        str(tmp_path / "checkpoints" / "DQN_CartPole-v1_2.ckpt"), "DQN", "CartPole-v1"
+    )
+    # 300 more env steps were taken, and the optimizer, schedule and counters carried on.
+    assert final["agent"]["env_steps"] == saved["agent"]["env_steps"] + 300
+    assert final["agent"]["learner_steps"] > saved["agent"]["learner_steps"]
+    assert final["agent"]["optimizer"]["state"][0]["step"] > saved["agent"]["optimizer"]["state"][0]["step"]
+
+
+def test_resume_restores_the_exact_agent_state(tmp_path):
+    train.main(tiny_classic_config(tmp_path, num_iterations=1))
+    payload = checkpoint.load_checkpoint(
+        str(tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"), "DQN", "CartPole-v1"
+    )
+    config = tiny_classic_config(tmp_path)
+    from deep_rl_zoo import run_support
+
+    agents = train.build_agents(config, run_support.make_environment(config, 5, train=True), torch.device("cpu"))
+    agents.train_agent.load_state_dict(payload["agent"])
+    restored = agents.train_agent.state_dict()
+    for key in ("network", "target_network"):
+        for name, tensor in payload["agent"][key].items():
+            assert torch.equal(restored[key][name], tensor)
+    assert restored["rng"] == payload["agent"]["rng"]
+    assert agents.train_agent.epsilon == pytest.approx(
+        LinearSchedule(1.0, 0.01, 100, 10_000)(payload["agent"]["env_steps"])
+    )
+
+
+def test_same_seed_gives_identical_returns(tmp_path):
+    a = train.main(tiny_classic_config(tmp_path / "a", seed=3))
+    b = train.main(tiny_classic_config(tmp_path / "b", seed=3))
+    rows_a = read_csv(os.path.join(a.run_dir, "results.csv"))
+    rows_b = read_csv(os.path.join(b.run_dir, "results.csv"))
+    keys = ("train_mean_episode_return", "eval_mean_episode_return", "learner_loss")
+    assert [[r[k] for k in keys] for r in rows_a] == [[r[k] for k in keys] for r in rows_b]
+
+
+def test_tensorboard_logs_can_be_read_back(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    state = train.main(tiny_classic_config(tmp_path, use_tensorboard=True, num_train_steps=1000))
+    events = EventAccumulator(state.run_dir)
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    for tag in ("train/episode_return", "eval/mean_episode_return", "learner/loss", "learner/epsilon"):
+        assert tag in tags
+    # x-axis is env steps: the last evaluation point sits at 2 iterations x 1000 steps.
+    assert events.Scalars("eval/mean_episode_return")[-1].step == 2000
+
+
+def test_an_existing_run_folder_is_never_reused(tmp_path):
+    a = train.main(tiny_classic_config(tmp_path, num_iterations=1, tag="x"))
+    b = train.main(tiny_classic_config(tmp_path, num_iterations=1, tag="x"))
+    assert a.run_dir != b.run_dir and os.path.isdir(a.run_dir) and os.path.isdir(b.run_dir)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Bad input: a clear error before any work, nothing saved is touched.
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"environment_name": "CartPol-v1"}, "CartPole-v1"),
+        ({"environment_name": "Pendulum-v1"}, "discrete"),
+        ({"num_train_steps": 0}, "num_train_steps"),
+        ({"num_iterations": -1}, "num_iterations"),
+        ({"batch_size": 2000}, "batch_size"),
+    ],
+)
+def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        train.main(tiny_classic_config(tmp_path, **overrides))
+    assert not os.path.exists(tmp_path / "checkpoints")
+    assert not os.path.exists(tmp_path / "runs")
+
+
+def test_resume_without_checkpoint_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="no DQN checkpoint"):
+        train.main(tiny_classic_config(tmp_path, resume=True))
+
+
+def _eval(tmp_path, path, environment_name="CartPole-v1"):
+    return eval_agent.main(
+        EvalConfig(environment_name=environment_name, load_checkpoint_file=str(path), recording_video_dir="")
+    )
+
+
+def test_missing_truncated_and_foreign_checkpoints_are_refused(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint file"):
+        _eval(tmp_path, tmp_path / "missing.ckpt")
+
+    train.main(tiny_classic_config(tmp_path, num_iterations=1))
+    good = tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="truncated"):
+        _eval(tmp_path, truncated)
+    with pytest.raises(CheckpointError, match="trained on CartPole-v1, not Acrobot-v1"):
+        _eval(tmp_path, good, environment_name="Acrobot-v1")
+
+    foreign = tmp_path / "foreign.ckpt"
+    payload = torch.load(good, weights_only=True)
+    payload["agent_name"] = "PPO"
+    torch.save(payload, foreign)
+    with pytest.raises(CheckpointError, match="written by agent PPO"):
+        _eval(tmp_path, foreign)
+
+
+class _Payload:
+    def __reduce__(self):
+        return (os.system, (f"touch {os.getcwd()}/pwned",))
+
+
+def test_a_checkpoint_carrying_code_is_refused_and_never_run(tmp_path):
+    path = tmp_path / "evil.ckpt"
+    torch.save({"format": checkpoint.FORMAT, "agent": _Payload()}, path)
+    with pytest.raises(CheckpointError, match="refused"):
+        _eval(tmp_path, path)
+    assert not os.path.exists(os.path.join(os.getcwd(), "pwned"))
+
+
+def test_cli_prints_one_line_error_and_exits_non_zero(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "deep_rl_zoo.dqn.run_classic", "--environment_name=CartPol-v1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("error: unknown environment 'CartPol-v1'")
+    assert "CartPole-v1" in result.stderr
+    assert not os.path.exists(tmp_path / "checkpoints") and not os.path.exists(tmp_path / "runs")
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_written_checkpoints(tmp_path):
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deep_rl_zoo.dqn.run_classic",
+            "--num_train_steps=200",
+            "--num_eval_steps=50",
+            "--num_iterations=100000",
+            "--min_replay_size=50",
+            "--nouse_tensorboard",
+            "--noshow_progress",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"
+    deadline = time.time() + 90
+    while not first.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert first.exists()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "interrupted" in stderr
+    for name in os.listdir(tmp_path / "checkpoints"):
+        path = tmp_path / "checkpoints" / name
+        assert not name.startswith(".tmp")
+        checkpoint.load_checkpoint(str(path), "DQN", "CartPole-v1")  # every file left is complete
+
+
+class _NanNetwork(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        from deep_rl_zoo.networks.value import QNetworkOutput
+
+        return QNetworkOutput(q_values=self.w * torch.full((x.shape[0], 2), float("nan")))
+
+
+def test_a_nan_loss_stops_the_run_naming_the_step():
+    network = _NanNetwork()
+    rng = np.random.default_rng(0)
+    agent = dqn_agent.Dqn(
+        network=network,
+        optimizer=torch.optim.SGD(network.parameters(), lr=0.1),
+        replay=replay.UniformReplay(100, rng=np.random.default_rng(1)),
+        transition_accumulator=replay.TransitionAccumulator(n=1, discount=0.99),
+        exploration_epsilon=LinearSchedule(1.0, 1.0, 0, 0),
+        num_actions=2,
+        min_replay_size=4,
+        learn_interval=1,
+        batch_size=4,
+        target_network_update_period=10,
+        max_grad_norm=0.0,
+        rng=rng,
+        device=torch.device("cpu"),
+    )
+    agent.reset()
+    observation = np.zeros(3, dtype=np.float32)
+    agent.step(TimeStep(observation, 0.0, False, False, True, {}))
+    with pytest.raises(NonFiniteLossError, match="learner step 1"):
+        for _ in range(10):
+            agent.step(TimeStep(observation, 1.0, False, False, False, {}))
+
+
+# ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.learning
+def test_dqn_learns_cartpole(tmp_path):
+    """DQN's default classic flags reach a clearly learned greedy return within 30,000 env steps."""
+    config = dataclasses.replace(
+        tiny_classic_config(tmp_path),
+        num_iterations=6,
+        num_train_steps=5000,
+        num_eval_steps=2500,
+        replay_capacity=train.DqnConfig.replay_capacity,
+        min_replay_size=train.DqnConfig.min_replay_size,
+        batch_size=train.DqnConfig.batch_size,
+        stop_when_solved=True,
+    )
+    state = train.main(config)
+    best = max(float(r["eval_mean_episode_return"]) for r in read_csv(os.path.join(state.run_dir, "results.csv")))
+    assert best >= 300, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
