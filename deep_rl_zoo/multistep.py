@@ -1,0 +1,189 @@
+r"""Multi-step return targets and advantages as pure functions of time-major [T, B] tensors.
+
+Every function here takes an unroll of T steps for B independent sequences, laid out like this
+(index t runs over the rows of the [T, B] inputs; `values` has one more row than the rest):
+
+    state      s_0        s_1        s_2     ...    s_{T-1}        s_T
+    values     values[0]  values[1]  values[2] ...  values[T-1]    values[T]   (bootstrap)
+                  |  a_0     |  a_1     |              |  a_{T-1}
+                  +--------->+--------->+ ... ---------+--------->
+    reward     r_t[0]     r_t[1]      ...    r_t[T-1]          (received on arriving in s_{t+1})
+    discount   discount_t[0] ...             discount_t[T-1]   (gamma, or 0 if s_{t+1} is terminal)
+
+`r_t[t]` and `discount_t[t]` belong to the transition s_t -> s_{t+1}. `discount_t[t]` is `gamma` for
+an ordinary step and 0 when s_{t+1} is a true terminal state (gymnasium's `terminated`). So:
+
+- termination at s_{t+1}: `discount_t[t] = 0`; nothing is bootstrapped past it, whatever
+  `values[t+1]` holds (e.g. the first state of the next episode).
+- truncation (time limit, or simply the end of the unroll) at s_T: `discount_t[T-1] = gamma` and
+  `values[T] = V(s_T)`, the critic's value of the last, cut-off state: the return is bootstrapped.
+- a truncation *inside* an unroll, when the env has already been reset, is expressed by folding the
+  bootstrap into the reward, `r_t[t] = r + gamma * V(s_truncated)`, and setting `discount_t[t] = 0`.
+  (Our single-process agents never need this: they end an unroll at the end of every episode.)
+- a Monte-Carlo return over a whole terminated episode is `discounted_returns` with a zero bootstrap.
+
+Targets carry no gradient: every function runs under `torch.no_grad()`. The recursions run backwards
+over time with each step vectorised over the batch (O(T) tensor operations, O(T * B) memory), which
+works for episodes of any length; tests compare every function against a naive double loop.
+"""
+
+import torch
+
+from deep_rl_zoo import base
+
+
+def _check_time_major(r_t: torch.Tensor, discount_t: torch.Tensor, values: torch.Tensor | None) -> None:
+    base.assert_rank_and_dtype(r_t, 2, None, "r_t")
+    base.assert_rank_and_dtype(discount_t, 2, r_t.dtype, "discount_t")
+    if not r_t.is_floating_point():
+        raise ValueError(f"r_t must be a floating-point tensor, got {r_t.dtype}")
+    if r_t.shape != discount_t.shape:
+        raise ValueError(f"r_t {tuple(r_t.shape)} and discount_t {tuple(discount_t.shape)} differ in shape")
+    if values is not None:
+        base.assert_rank_and_dtype(values, 2, r_t.dtype, "values")
+        if values.shape != (r_t.shape[0] + 1, r_t.shape[1]):
+            raise ValueError(
+                f"values must have shape [T + 1, B] = {(r_t.shape[0] + 1, r_t.shape[1])}, "
+                f"got {tuple(values.shape)}"
+            )
+
+
+@torch.no_grad()
+def discounted_returns(
+    r_t: torch.Tensor, discount_t: torch.Tensor, bootstrap_value: torch.Tensor
+) -> torch.Tensor:
+    r"""Discounted returns of each step of an unroll, bootstrapped at its end.
+
+    G[t] = r_t[t] + discount_t[t] * G[t + 1],   G[T] = bootstrap_value.
+
+    With `bootstrap_value = 0` over a whole terminated episode this is the Monte-Carlo return of
+    REINFORCE (Williams 1992, "Simple statistical gradient-following algorithms for connectionist
+    reinforcement learning", https://doi.org/10.1007/BF00992696).
+
+    Args:
+      r_t: rewards, [T, B].
+      discount_t: discounts, 0 where s_{t+1} is terminal, [T, B].
+      bootstrap_value: value of the state after the last step, V(s_T), [B].
+
+    Returns:
+      G, [T, B].
+    """
+    _check_time_major(r_t, discount_t, None)
+    base.assert_rank_and_dtype(bootstrap_value, 1, r_t.dtype, "bootstrap_value")
+    if bootstrap_value.shape[0] != r_t.shape[1]:
+        raise ValueError(
+            f"bootstrap_value must have shape [B] = [{r_t.shape[1]}], got {tuple(bootstrap_value.shape)}"
+        )
+    returns = torch.empty_like(r_t)
+    g = bootstrap_value
+    for t in reversed(range(r_t.shape[0])):
+        g = r_t[t] + discount_t[t] * g
+        returns[t] = g
+    return returns
+
+
+@torch.no_grad()
+def n_step_returns(r_t: torch.Tensor, discount_t: torch.Tensor, values: torch.Tensor, n: int) -> torch.Tensor:
+    r"""n-step bootstrapped returns; the window is cut short at the end of the unroll.
+
+    G[t] = sum_{k=0}^{m-1} (prod_{j<k} discount_t[t+j]) r_t[t+k]
+           + (prod_{j<m} discount_t[t+j]) values[t+m],     m = min(n, T - t).
+
+    Paper: Sutton & Barto 2018, "Reinforcement Learning: An Introduction", chapter 7 (n-step
+    bootstrapping); used by A3C (Mnih et al. 2016, https://arxiv.org/abs/1602.01783).
+
+    Args:
+      r_t: rewards, [T, B].
+      discount_t: discounts, 0 where s_{t+1} is terminal, [T, B].
+      values: V(s_0) ... V(s_T), [T + 1, B]; values[0] is not used.
+      n: steps before bootstrapping, >= 1.
+
+    Returns:
+      G, [T, B].
+    """
+    _check_time_major(r_t, discount_t, values)
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    num_steps = r_t.shape[0]
+    # n passes, each over all t at once: start every step from its bootstrap values[min(t + n, T)] and
+    # fold in rewards r_t[t + k] for k = n - 1 ... 0, skipping those past the end of the unroll.
+    bootstrap_index = torch.clamp(torch.arange(num_steps) + n, max=num_steps)
+    returns = values[bootstrap_index]
+    for k in reversed(range(n)):
+        index = torch.arange(num_steps) + k
+        inside = index < num_steps  # steps whose window still reaches t + k
+        index = torch.clamp(index, max=num_steps - 1)
+        folded = r_t[index] + discount_t[index] * returns
+        returns = torch.where(inside.unsqueeze(1), folded, returns)
+    return returns
+
+
+@torch.no_grad()
+def lambda_returns(
+    r_t: torch.Tensor, discount_t: torch.Tensor, values: torch.Tensor, lambda_: float
+) -> torch.Tensor:
+    r"""TD(lambda) returns: an exponentially weighted mix of all n-step returns.
+
+    G[t] = r_t[t] + discount_t[t] * ((1 - lambda) * values[t + 1] + lambda * G[t + 1]),
+    G[T] = values[T].
+
+    lambda = 0 gives the one-step TD target; lambda = 1 the discounted return bootstrapped from
+    values[T] only (the Monte-Carlo return when the unroll ends in a termination).
+    Paper: Sutton & Barto 2018, "Reinforcement Learning: An Introduction", chapter 12.
+
+    Args:
+      r_t: rewards, [T, B].
+      discount_t: discounts, 0 where s_{t+1} is terminal, [T, B].
+      values: V(s_0) ... V(s_T), [T + 1, B]; values[0] is not used.
+      lambda_: mixing parameter in [0, 1].
+
+    Returns:
+      G, [T, B].
+    """
+    _check_time_major(r_t, discount_t, values)
+    _check_lambda(lambda_)
+    returns = torch.empty_like(r_t)
+    g = values[-1]
+    for t in reversed(range(r_t.shape[0])):
+        g = r_t[t] + discount_t[t] * ((1.0 - lambda_) * values[t + 1] + lambda_ * g)
+        returns[t] = g
+    return returns
+
+
+@torch.no_grad()
+def generalized_advantage_estimation(
+    r_t: torch.Tensor, discount_t: torch.Tensor, lambda_: float, values: torch.Tensor
+) -> torch.Tensor:
+    r"""Generalized Advantage Estimation.
+
+    Paper: Schulman, Moritz, Levine, Jordan & Abbeel 2015, "High-Dimensional Continuous Control Using
+    Generalized Advantage Estimation" (https://arxiv.org/abs/1506.02438).
+
+    delta[t] = r_t[t] + discount_t[t] * values[t + 1] - values[t]
+    A[t]     = delta[t] + discount_t[t] * lambda * A[t + 1],   A[T] = 0.
+
+    A[t] + values[t] equals `lambda_returns(...)[t]`, the usual critic target of PPO.
+
+    Args:
+      r_t: rewards, [T, B].
+      discount_t: discounts, 0 where s_{t+1} is terminal, [T, B].
+      lambda_: GAE's lambda in [0, 1].
+      values: V(s_0) ... V(s_T), [T + 1, B]; values[T] is the bootstrap of a truncated unroll.
+
+    Returns:
+      A, [T, B].
+    """
+    _check_time_major(r_t, discount_t, values)
+    _check_lambda(lambda_)
+    deltas = r_t + discount_t * values[1:] - values[:-1]  # all T one-step TD errors at once
+    advantages = torch.empty_like(r_t)
+    a = torch.zeros_like(values[-1])
+    for t in reversed(range(r_t.shape[0])):
+        a = deltas[t] + discount_t[t] * lambda_ * a
+        advantages[t] = a
+    return advantages
+
+
+def _check_lambda(lambda_: float) -> None:
+    if not 0.0 <= lambda_ <= 1.0:
+        raise ValueError(f"lambda_ must be in [0, 1], got {lambda_}")

@@ -1,0 +1,76 @@
+"""Tests of deep_rl_zoo/networks/policy.py: output shapes, distributions, near-uniform start."""
+
+import math
+
+import pytest
+import torch
+
+from deep_rl_zoo.networks import policy
+
+
+def test_mlp_actor_distribution():
+    net = policy.MlpActor(state_dim=4, num_actions=3)
+    out = net(torch.zeros(5, 4))
+    assert out.pi_logits.shape == (5, 3)
+    dist = out.distribution()
+    actions = dist.sample()
+    assert actions.shape == (5,) and actions.dtype == torch.int64
+    assert dist.log_prob(actions).shape == (5,)
+    # the small policy-head initialisation gives a nearly uniform policy: entropy close to log 3
+    assert dist.entropy().min().item() == pytest.approx(math.log(3), abs=1e-3)
+
+
+def test_mlp_critic_and_actor_critic_shapes():
+    assert policy.MlpCritic(4)(torch.zeros(5, 4)).value.shape == (5,)
+    out = policy.MlpActorCritic(4, 2)(torch.zeros(5, 4))
+    assert out.pi_logits.shape == (5, 2) and out.value.shape == (5,)
+
+
+def test_shared_torso_gets_both_gradients():
+    net = policy.MlpActorCritic(4, 2)
+    out = net(torch.ones(3, 4))
+    out.value.sum().backward()
+    value_grad = net.torso[0].weight.grad.clone()
+    net.zero_grad()
+    out = net(torch.ones(3, 4))
+    out.distribution().entropy().sum().backward()
+    assert value_grad.abs().sum() > 0 and net.torso[0].weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("builder", ["actor", "critic", "actor_critic"])
+def test_builders_pick_cnn_for_frames(builder):
+    frames = torch.zeros(2, 4, 84, 84, dtype=torch.uint8)
+    if builder == "actor":
+        net = policy.build_actor_network((4, 84, 84), 6)
+        assert isinstance(net, policy.NatureCnnActor) and net(frames).pi_logits.shape == (2, 6)
+    elif builder == "critic":
+        net = policy.build_critic_network((4, 84, 84))
+        assert isinstance(net, policy.NatureCnnCritic) and net(frames).value.shape == (2,)
+    else:
+        net = policy.build_actor_critic_network((4, 84, 84), 6)
+        out = net(frames)
+        assert isinstance(net, policy.NatureCnnActorCritic)
+        assert out.pi_logits.shape == (2, 6) and out.value.shape == (2,)
+
+
+def test_builders_pick_mlp_for_vectors():
+    assert isinstance(policy.build_actor_network((4,), 2, (8,)), policy.MlpActor)
+    assert isinstance(policy.build_critic_network((4,), (8,)), policy.MlpCritic)
+    assert isinstance(policy.build_actor_critic_network((4,), 2, (8,)), policy.MlpActorCritic)
+
+
+def test_gaussian_actor():
+    net = policy.GaussianMlpActor(state_dim=3, action_dim=2, initial_std=0.5)
+    out = net(torch.zeros(4, 3))
+    assert out.mean.shape == (4, 2) and out.log_std.shape == (4, 2)
+    dist = out.distribution()
+    actions = dist.sample()
+    assert actions.shape == (4, 2)
+    # log_prob and entropy sum over action dimensions: one number per example
+    assert dist.log_prob(actions).shape == (4,)
+    # entropy of N(., 0.5^2) per dimension: 0.5 * log(2 pi e) + log 0.5; two dimensions
+    expected = 2 * (0.5 * math.log(2 * math.pi * math.e) + math.log(0.5))
+    assert dist.entropy()[0].item() == pytest.approx(expected, rel=1e-5)
+    # the log-std is learned
+    dist.entropy().sum().backward()
+    assert net.log_std.grad is not None
