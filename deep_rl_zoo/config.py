@@ -6,6 +6,7 @@ calls `main(config)`. Tests build the dataclass directly and call `main` without
 """
 
 import dataclasses
+import sys
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -152,7 +153,10 @@ def run_script(
         default = defaults.get(f.name, f.default)
         if typing.get_origin(hints[f.name]) is tuple:
             default = [str(x) for x in default]
-        _flag_definer(flags, hints[f.name])(f.name, default, f.metadata.get("help", f.name))
+        # Registered under the script's own module so that `--help` lists them.
+        _flag_definer(flags, hints[f.name])(
+            f.name, default, f.metadata.get("help", f.name), module_name=sys.argv[0]
+        )
         names.append(f.name)
 
     @exit_on_error

@@ -107,7 +107,10 @@ def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path, capsys):
 def test_eval_agent_without_checkpoint_says_it_plays_random_weights_on_atari(tmp_path, capsys):
     returns = eval_agent.main(
         EvalConfig(
-            environment_name="Pong", num_episodes=1, max_episode_steps=20, recording_video_dir=str(tmp_path / "v")
+            environment_name="Pong",
+            num_episodes=1,
+            max_episode_steps=20,
+            recording_video_dir=str(tmp_path / "v"),
         )
     )
     assert len(returns) == 1
@@ -143,7 +146,9 @@ def test_resume_restores_the_exact_agent_state(tmp_path):
     config = tiny_classic_config(tmp_path)
     from deep_rl_zoo import run_support
 
-    agents = train.build_agents(config, run_support.make_environment(config, 5, train=True), torch.device("cpu"))
+    agents = train.build_agents(
+        config, run_support.make_environment(config, 5, train=True), torch.device("cpu")
+    )
     agents.train_agent.load_state_dict(payload["agent"])
     restored = agents.train_agent.state_dict()
     for key in ("network", "target_network"):
@@ -350,5 +355,7 @@ def test_dqn_learns_cartpole(tmp_path):
         stop_when_solved=True,
     )
     state = train.main(config)
-    best = max(float(r["eval_mean_episode_return"]) for r in read_csv(os.path.join(state.run_dir, "results.csv")))
+    best = max(
+        float(r["eval_mean_episode_return"]) for r in read_csv(os.path.join(state.run_dir, "results.csv"))
+    )
     assert best >= 300, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"

@@ -1,0 +1,61 @@
+"""Configuration validation, the flag machinery, schedules and the run logger."""
+
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+from deep_rl_zoo import trackers
+from deep_rl_zoo.config import RunConfig
+from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.schedules import LinearSchedule
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"num_train_steps": 0}, {"num_eval_steps": -1}, {"sticky_action_probability": 1.5}, {"num_threads": 0}],
+)
+def test_impossible_flag_values_are_config_errors(overrides):
+    with pytest.raises(ConfigError):
+        RunConfig(**overrides)
+
+
+def test_every_flag_of_the_dqn_scripts_has_a_help_string():
+    result = subprocess.run(
+        [sys.executable, "-m", "deep_rl_zoo.dqn.run_classic", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    for flag in ("--environment_name", "--num_train_steps", "--resume", "--learning_rate", "--tag"):
+        assert flag in result.stdout
+    # absl prints "(default: ...)" right after the help; an empty help would leave the flag name alone
+    assert "--learning_rate: Adam learning rate." in result.stdout
+    assert "--environment_height" not in result.stdout  # Atari-only flags stay off classic scripts
+
+
+def test_linear_schedule_holds_then_decays_then_holds():
+    schedule = LinearSchedule(begin_value=1.0, end_value=0.1, begin_t=10, decay_steps=100)
+    # before begin_t: 1.0; halfway: 1.0 + 0.5 * (0.1 - 1.0) = 0.55; after: 0.1
+    assert schedule(0) == 1.0 and schedule(10) == 1.0
+    assert schedule(60) == pytest.approx(0.55)
+    assert schedule(10_000) == pytest.approx(0.1)
+
+
+def test_csv_gets_one_header_and_one_row_per_call(tmp_path):
+    logger = trackers.RunLogger(str(tmp_path / "run"), False, str(tmp_path / "results.csv"))
+    logger.csv_row({"iteration": 0, "eval_mean_episode_return": 10.0})
+    logger.csv_row({"iteration": 1, "eval_mean_episode_return": 20.0})
+    with open(tmp_path / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["eval_mean_episode_return"] for r in rows] == ["10.0", "20.0"]
+
+
+def test_new_run_dir_never_reuses_an_existing_folder(tmp_path):
+    first = trackers.new_run_dir(str(tmp_path), "DQN_CartPole-v1")
+    open(os.path.join(first, "keep.txt"), "w").close()
+    second = trackers.new_run_dir(str(tmp_path), "DQN_CartPole-v1")
+    assert second.endswith("DQN_CartPole-v1-2")
+    assert os.path.exists(os.path.join(first, "keep.txt"))
