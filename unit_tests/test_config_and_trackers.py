@@ -29,7 +29,7 @@ def test_every_flag_of_the_dqn_scripts_has_a_help_string():
         text=True,
         timeout=120,
     )
-    for flag in ("--environment_name", "--num_train_steps", "--resume", "--learning_rate", "--tag"):
+    for flag in ("--environment_name", "--num_train_steps", "--[no]resume", "--learning_rate", "--tag"):
         assert flag in result.stdout
     # absl prints "(default: ...)" right after the help; an empty help would leave the flag name alone
     assert "--learning_rate: Adam learning rate." in result.stdout
