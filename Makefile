@@ -21,9 +21,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 
 install: $(VENV)/.installed
 
+# Each demo gets its own checkpoint folder: a fresh run never overwrites earlier checkpoints.
 demo: install
-	$(PY) -m deep_rl_zoo.dqn.run_classic --environment_name=CartPole-v1
-	$(PY) -m deep_rl_zoo.dqn.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest
+	dir=./checkpoints/demo-$$(date +%Y%m%d-%H%M%S) && \
+	$(PY) -m deep_rl_zoo.dqn.run_classic --environment_name=CartPole-v1 --checkpoint_dir=$$dir && \
+	$(PY) -m deep_rl_zoo.dqn.eval_agent --environment_name=CartPole-v1 --checkpoint_dir=$$dir --load_checkpoint_file=latest
 
 test: install
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q

@@ -5,6 +5,7 @@ An algorithm's `train.py` supplies only a function that builds its agents from t
 """
 
 import dataclasses
+import functools
 import os
 import random
 import sys
@@ -16,8 +17,8 @@ import numpy as np
 import torch
 
 from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers
-from deep_rl_zoo.config import EvalConfig, RunConfig
-from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.config import EvalConfig, RunConfig, field
+from deep_rl_zoo.errors import ConfigError, require
 from deep_rl_zoo.types_ import Agent
 
 
@@ -119,6 +120,12 @@ def train(
     seed_everything(config.seed, config.num_threads)
 
     resume_payload = None
+    existing = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
+    if existing is not None and not config.resume:
+        raise ConfigError(
+            f"{existing} already exists; pass --resume to continue that run, or another --checkpoint_dir "
+            "for a new one (checkpoints are never overwritten by a fresh run)"
+        )
     if config.resume:
         path = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
         if path is None:
@@ -248,3 +255,169 @@ def evaluate(
     if video_dir:
         print(f"video of the first episode in {video_dir}")
     return returns
+
+
+# --- Distributed: actors feeding one learner ---
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedConfig(RunConfig):
+    """Flags shared by every agent whose actors run in their own processes (PPO, A2C, ...)."""
+
+    num_actors: int = field(8, "Actor processes, each with its own environment and copy of the network.")
+    actors_on_gpu: bool = field(
+        True, "Spread the actors over all visible GPUs (--noactors_on_gpu: all on the CPU)."
+    )
+    unroll_length: int = field(128, "Env steps per unroll an actor collects before sending it.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.num_actors > 0, f"--num_actors must be positive, got {self.num_actors}")
+        require(self.unroll_length > 0, f"--unroll_length must be positive, got {self.unroll_length}")
+
+
+class DistributedAgents(NamedTuple):
+    learner: main_loop.DistributedLearner
+    eval_agent: Agent  # acts greedily with the learner's own network, in the learner process
+
+
+def actor_devices(num_actors: int, actors_on_gpu: bool) -> list[torch.device]:
+    """Actor i on GPU i mod (visible GPUs) with --actors_on_gpu, otherwise (or without a GPU) the CPU."""
+    num_gpus = torch.cuda.device_count() if actors_on_gpu else 0
+    if actors_on_gpu and num_gpus == 0:
+        print("--actors_on_gpu: no CUDA device is visible, so every actor runs on the CPU", file=sys.stderr)
+    if num_gpus == 0:
+        return [torch.device("cpu")] * num_actors
+    return [torch.device("cuda", index % num_gpus) for index in range(num_actors)]
+
+
+def actor_seed(seed: int, actor_index: int, iteration: int) -> int:
+    """Distinct per actor, and per resumed iteration so a resumed run does not replay its episodes."""
+    return seed + 10_007 * (actor_index + 1) + 1000 * iteration
+
+
+def _build_actor_process_side(
+    config: DistributedConfig,
+    build_actor: Callable,
+    first_iteration: int,
+    actor_index: int,
+    device: torch.device,
+    link: main_loop.LearnerLink,
+) -> tuple[gym.Env, Agent, torch.nn.Module]:
+    """Runs in the actor process: its training env, then the algorithm's actor for it."""
+    seed = actor_seed(config.seed, actor_index, first_iteration)
+    seed_everything(seed, num_threads=1)
+    env = make_environment(config, seed, train=True)
+    actor, module = build_actor(config, env, device, link, seed)
+    return env, actor, module
+
+
+def train_distributed(
+    config: DistributedConfig,
+    agent_name: str,
+    build_learner: Callable[[gym.Env, torch.device], DistributedAgents],
+    build_actor: Callable,
+    action_space: str = "discrete",
+) -> main_loop.LoopState:
+    """Runs a distributed training run (one learner process, `config.num_actors` actor processes).
+
+    Args:
+      build_learner: in the learner process, from an env (for its spaces) and the learner device.
+      build_actor: module-level function `(config, env, device, link, seed) -> (actor, actor_module)`,
+        called in each actor process; `actor_module` has the architecture of the learner's
+        `shared_module` and receives its published parameters.
+
+    Everything that can reject the input is checked before any process starts or anything is written.
+    """
+    environment_id = gym_env.resolve_environment_name(config.environment_name)
+    device = resolve_device(config.device)
+    seed_everything(config.seed, config.num_threads)
+
+    resume_payload = None
+    existing = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
+    if existing is not None and not config.resume:
+        raise ConfigError(
+            f"{existing} already exists; pass --resume to continue that run, or another --checkpoint_dir "
+            "for a new one (checkpoints are never overwritten by a fresh run)"
+        )
+    if config.resume:
+        path = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
+        if path is None:
+            raise ConfigError(
+                f"--resume: no {agent_name} checkpoint for {config.environment_name} in {config.checkpoint_dir}"
+            )
+        resume_payload = checkpoint.load_checkpoint(path, agent_name, environment_id)
+        print(f"resuming from {path}", file=sys.stderr)
+
+    eval_env = make_environment(config, config.seed + 1, train=False)
+    try:
+        check_action_space(eval_env, agent_name, action_space)
+        agents = build_learner(eval_env, device)
+        if resume_payload is not None:
+            agents.learner.load_state_dict(resume_payload["agent"])
+            loop_state = main_loop.LoopState.from_state_dict(resume_payload["loop"])
+            if loop_state.next_iteration >= config.num_iterations:
+                raise ConfigError(
+                    f"--resume: the run already finished {loop_state.next_iteration} of --num_iterations="
+                    f"{config.num_iterations} iterations; raise --num_iterations to train further"
+                )
+        else:
+            loop_state = main_loop.LoopState()
+        if not loop_state.run_dir or not os.path.isdir(loop_state.run_dir):
+            name = checkpoint.file_stem(agent_name, config.environment_name) + (
+                f"_{config.tag}" if config.tag else ""
+            )
+            loop_state.run_dir = trackers.new_run_dir(config.runs_dir, name)
+        logger = trackers.RunLogger(
+            run_dir=loop_state.run_dir,
+            use_tensorboard=config.use_tensorboard,
+            results_csv_path=config.results_csv_path or os.path.join(loop_state.run_dir, "results.csv"),
+        )
+        _write_config(loop_state.run_dir, config)
+
+        def save(iteration: int, state: main_loop.LoopState) -> str:
+            path = checkpoint.checkpoint_path(
+                config.checkpoint_dir, agent_name, config.environment_name, iteration
+            )
+            checkpoint.save_checkpoint(
+                path,
+                agent_name,
+                environment_id,
+                iteration,
+                agents.learner.state_dict(),
+                state.state_dict(),
+                config=dataclasses.asdict(config),
+            )
+            return path
+
+        solved_return = None
+        if config.stop_when_solved and eval_env.spec is not None:
+            solved_return = eval_env.spec.reward_threshold
+        pool = main_loop.ActorPool(
+            agents.learner.shared_module,
+            functools.partial(_build_actor_process_side, config, build_actor, loop_state.next_iteration),
+            seeds=[actor_seed(config.seed, i, loop_state.next_iteration) for i in range(config.num_actors)],
+            devices=actor_devices(config.num_actors, config.actors_on_gpu),
+            queue_size=2 * config.num_actors,
+        )
+        try:
+            with pool:
+                return main_loop.run_distributed_training_iterations(
+                    num_iterations=config.num_iterations,
+                    num_train_steps=config.num_train_steps,
+                    num_eval_steps=config.num_eval_steps,
+                    learner=agents.learner,
+                    actor_pool=pool,
+                    eval_agent=agents.eval_agent,
+                    eval_env=eval_env,
+                    seed=config.seed,
+                    logger=logger,
+                    save_checkpoint=save,
+                    loop_state=loop_state,
+                    solved_return=solved_return,
+                    show_progress=config.show_progress,
+                )
+        finally:
+            logger.close()
+    finally:
+        eval_env.close()

@@ -184,7 +184,9 @@ def test_tensorboard_logs_can_be_read_back(tmp_path):
 
 def test_an_existing_run_folder_is_never_reused(tmp_path):
     a = train.main(tiny_classic_config(tmp_path, num_iterations=1, tag="x"))
-    b = train.main(tiny_classic_config(tmp_path, num_iterations=1, tag="x"))
+    b = train.main(
+        tiny_classic_config(tmp_path, num_iterations=1, tag="x", checkpoint_dir=str(tmp_path / "c2"))
+    )
     assert a.run_dir != b.run_dir and os.path.isdir(a.run_dir) and os.path.isdir(b.run_dir)
 
 
@@ -207,6 +209,14 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
         train.main(tiny_classic_config(tmp_path, **overrides))
     assert not os.path.exists(tmp_path / "checkpoints")
     assert not os.path.exists(tmp_path / "runs")
+
+
+def test_a_fresh_run_never_overwrites_existing_checkpoints(tmp_path):
+    train.main(tiny_classic_config(tmp_path, num_iterations=1))
+    before = (tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt").read_bytes()
+    with pytest.raises(ConfigError, match="pass --resume"):
+        train.main(tiny_classic_config(tmp_path, num_iterations=1, seed=7))
+    assert (tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt").read_bytes() == before
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path):
