@@ -369,3 +369,20 @@ def test_dqn_learns_cartpole(tmp_path):
         float(r["eval_mean_episode_return"]) for r in read_csv(os.path.join(state.run_dir, "results.csv"))
     )
     assert best >= 300, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
+
+
+@pytest.mark.smoke
+def test_debug_screenshots_save_the_terminal_frame_of_every_nth_episode(tmp_path):
+    train.main(tiny_classic_config(tmp_path, num_iterations=1, debug_screenshots_interval=2))
+    shots = sorted(os.listdir(tmp_path / "screenshots"))
+    assert shots and all(name.endswith(".png") for name in shots)
+    assert all(int(name.split("episode")[1][:-4]) % 2 == 0 for name in shots)
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("environment_name", ["MountainCar-v0", "Acrobot-v1", "LunarLander-v2"])
+def test_run_classic_accepts_the_other_classic_tasks(tmp_path, environment_name, capsys):
+    state = train.main(tiny_classic_config(tmp_path, environment_name=environment_name, num_iterations=1))
+    assert state.train_env_steps == 300
+    if environment_name == "LunarLander-v2":
+        assert "LunarLander-v3" in capsys.readouterr().err  # the old name still works, with a note
