@@ -301,8 +301,10 @@ class SharedParameters:
     """
 
     def __init__(self, module: nn.Module, context: Any):
+        tensors = _state_tensors(module)
+        self._layout = [(tuple(t.shape), t.dtype) for t in tensors]
         sizes: dict[torch.dtype, int] = {}
-        for tensor in _state_tensors(module):
+        for tensor in tensors:
             sizes[tensor.dtype] = sizes.get(tensor.dtype, 0) + tensor.numel()
         self._flat = {dtype: torch.zeros(size, dtype=dtype).share_memory_() for dtype, size in sizes.items()}
         self._version = context.Value("q", 0, lock=False)  # writes happen under `_condition`
@@ -313,13 +315,14 @@ class SharedParameters:
         return int(self._version.value)
 
     def _pairs(self, module: nn.Module) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        tensors = _state_tensors(module)
+        if [(tuple(t.shape), t.dtype) for t in tensors] != self._layout:
+            raise ValueError("the module does not have the architecture the shared parameters were made for")
         offsets = dict.fromkeys(self._flat, 0)
-        for tensor in _state_tensors(module):
+        for tensor in tensors:
             flat, start = self._flat[tensor.dtype], offsets[tensor.dtype]
             offsets[tensor.dtype] = start + tensor.numel()
             yield tensor, flat[start : start + tensor.numel()].view(tensor.shape)
-        if any(offsets[d] != self._flat[d].numel() for d in self._flat):
-            raise ValueError("the module does not have the architecture the shared parameters were made for")
 
     @torch.no_grad()
     def publish(self, module: nn.Module) -> int:
@@ -408,7 +411,10 @@ class LearnerLink:
         episode = timestep.info.get("episode")
         if episode is not None:
             self._episodes.append(
-                {"episode_return": float(np.asarray(episode["r"])), "episode_length": int(np.asarray(episode["l"]))}
+                {
+                    "episode_return": float(np.asarray(episode["r"])),
+                    "episode_length": int(np.asarray(episode["l"])),
+                }
             )
         if self._total_steps % 256 == 0 and self.should_stop():
             raise _StopActor()  # an actor that rarely sends still ends promptly
@@ -452,7 +458,9 @@ class _StepCounter:
 ActorBuilder = Callable[[int, torch.device, "LearnerLink"], tuple[gym.Env, Agent, nn.Module]]
 
 
-def _actor_process_main(actor_index: int, build_actor: ActorBuilder, hub: _Hub, seed: int, device: str) -> None:
+def _actor_process_main(
+    actor_index: int, build_actor: ActorBuilder, hub: _Hub, seed: int, device: str
+) -> None:
     """Entry point of an actor process: build env and actor, then act until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     torch.set_num_threads(1)  # many small processes: one thread each beats oversubscribed cores
@@ -580,7 +588,11 @@ class ActorPool:
                 if isinstance(message, _ActorFailure):
                     self._raise_failure(message)
             code = process.exitcode
-            how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+            how = (
+                f"was killed by signal {signal.Signals(-code).name}"
+                if code < 0
+                else f"exited with code {code}"
+            )
             raise ActorError(f"actor {index} {how}")
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -731,7 +743,9 @@ def run_distributed_training_iterations(
             f"{_fmt(eval_summary['mean_episode_return'])} over {eval_summary['num_episodes']} episodes, saved {path}"
         )
         if solved:
-            tqdm.write(f"solved: evaluation mean {eval_summary['mean_episode_return']:.1f} >= {solved_return}")
+            tqdm.write(
+                f"solved: evaluation mean {eval_summary['mean_episode_return']:.1f} >= {solved_return}"
+            )
             break
     return loop_state
 

@@ -1,0 +1,311 @@
+"""The distributed loop: shared parameters, actor processes, faults, iteration boundaries, Ctrl-C."""
+
+import functools
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from deep_rl_zoo import gym_env, main_loop, trackers
+
+# ----------------------------------------------------------------------------------------------------
+# A fake algorithm: actors act at random on CartPole and send (parameter version, env steps) unrolls.
+
+
+class _CountingActor:
+    """Sends an unroll every `unroll_length` env steps; `synchronous` actors then wait for new params."""
+
+    agent_name = "FAKE"
+
+    def __init__(self, link, unroll_length, synchronous, fail_after, failure, max_sleep_s, rng):
+        self._link = link
+        self._unroll_length = unroll_length
+        self._synchronous = synchronous
+        self._fail_after = fail_after
+        self._failure = failure
+        self._max_sleep_s = max_sleep_s
+        self._rng = rng
+        self._steps_in_unroll = 0
+        self._total_steps = 0
+
+    def step(self, timestep):
+        if not timestep.first:
+            self._steps_in_unroll += 1
+            self._total_steps += 1
+            if self._total_steps == self._fail_after:
+                if self._failure == "raise":
+                    raise RuntimeError("boom in the actor")
+                os._exit(3)
+        if self._steps_in_unroll == self._unroll_length:
+            if self._max_sleep_s > 0:  # scrambles the order in which actors reach the learner
+                time.sleep(self._rng.uniform(0, self._max_sleep_s))
+            self._link.send({"version": self._link.parameter_version, "steps": self._steps_in_unroll})
+            self._steps_in_unroll = 0
+            if self._synchronous:
+                self._link.wait_for_new_parameters()
+            else:
+                self._link.pull_parameters()
+        return int(self._rng.integers(2))
+
+    def reset(self):
+        pass
+
+
+def _build_fake_actor(
+    unroll_length, synchronous, failing_actor, fail_after, failure, max_sleep_s, actor_index, device, link
+):
+    env = gym_env.create_classic_environment("CartPole-v1", seed=actor_index)
+    actor = _CountingActor(
+        link,
+        unroll_length,
+        synchronous,
+        fail_after if actor_index == failing_actor else -1,
+        failure,
+        max_sleep_s,
+        np.random.default_rng(actor_index),
+    )
+    return env, actor, nn.Linear(2, 1)
+
+
+class _FakeLearner:
+    """Checks that every payload of a synchronous step was collected with the published parameters."""
+
+    agent_name = "FAKE"
+
+    def __init__(self, num_actors: int, synchronous: bool):
+        self.messages_per_step = num_actors
+        self._synchronous = synchronous
+        self._module = nn.Linear(2, 1)
+        self.version = 1  # ActorPool publishes once at construction
+        self.steps_received = 0
+        self.learner_steps = 0
+        self.stale_payloads = 0
+
+    @property
+    def shared_module(self):
+        return self._module
+
+    def learn(self, payloads):
+        self.learner_steps += 1
+        for payload in payloads:
+            self.steps_received += payload["steps"]
+            if payload["version"] != self.version:
+                self.stale_payloads += 1
+        self.version += 1  # the loop publishes right after this
+
+    @property
+    def statistics(self):
+        return {"learner_steps": self.learner_steps}
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def _make_pool(num_actors, learner, unroll_length=5, synchronous=True, failing_actor=-1, fail_after=-1,
+               failure="raise", max_sleep_s=0.0):  # fmt: skip
+    build = functools.partial(
+        _build_fake_actor, unroll_length, synchronous, failing_actor, fail_after, failure, max_sleep_s
+    )
+    return main_loop.ActorPool(
+        learner.shared_module,
+        build,
+        seeds=list(range(num_actors)),
+        devices=[torch.device("cpu")] * num_actors,
+        queue_size=2 * num_actors,
+    )
+
+
+class _RandomAgent:
+    agent_name = "FAKE"
+
+    def step(self, timestep):
+        return 0
+
+    def reset(self):
+        pass
+
+
+def _run(tmp_path, learner, pool, num_iterations, num_train_steps):
+    logger = trackers.RunLogger(
+        str(tmp_path), use_tensorboard=False, results_csv_path=str(tmp_path / "r.csv")
+    )
+    env = gym_env.create_classic_environment("CartPole-v1", seed=99)
+    try:
+        with pool:
+            return main_loop.run_distributed_training_iterations(
+                num_iterations=num_iterations,
+                num_train_steps=num_train_steps,
+                num_eval_steps=20,
+                learner=learner,
+                actor_pool=pool,
+                eval_agent=_RandomAgent(),
+                eval_env=env,
+                seed=0,
+                logger=logger,
+                save_checkpoint=lambda iteration, state: "nowhere",
+                loop_state=main_loop.LoopState(),
+                show_progress=False,
+            )
+    finally:
+        env.close()
+
+
+def _assert_all_children_gone(pool):
+    pids = [p.pid for p in pool._processes if p.pid is not None]
+    assert pids, "the pool never started its actors"
+    assert multiprocessing.active_children() == []
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Shared parameters (in one process).
+
+
+def test_shared_parameters_copy_values_and_count_versions():
+    context = torch.multiprocessing.get_context("spawn")
+    learner_module = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))  # float32 params, int64 buffer
+    shared = main_loop.SharedParameters(learner_module, context)
+    assert shared.version == 0
+    with torch.no_grad():
+        learner_module[0].weight.fill_(2.0)
+        learner_module[1].num_batches_tracked.fill_(7)
+    assert shared.publish(learner_module) == 1
+    actor_module = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    assert shared.copy_to(actor_module) == 1
+    assert torch.equal(actor_module[0].weight, torch.full((2, 3), 2.0))
+    assert actor_module[1].num_batches_tracked.item() == 7
+    # A later update reaches the actor only when it copies again.
+    with torch.no_grad():
+        learner_module[0].bias.fill_(-1.0)
+    assert shared.publish(learner_module) == 2
+    assert not torch.equal(actor_module[0].bias, learner_module[0].bias)
+    shared.copy_to(actor_module)
+    assert torch.equal(actor_module[0].bias, torch.full((2,), -1.0))
+
+
+def test_shared_parameters_reject_another_architecture():
+    shared = main_loop.SharedParameters(nn.Linear(3, 2), torch.multiprocessing.get_context("spawn"))
+    with pytest.raises(ValueError, match="architecture"):
+        shared.publish(nn.Linear(4, 2))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Actor processes (each test starts real processes: a few seconds).
+
+
+def test_synchronous_actors_many_short_iterations_no_deadlock_and_on_policy(tmp_path):
+    # 3 actors, unrolls of 5 steps, iterations of 7 steps: every iteration boundary falls inside a
+    # learner step, and random sleeps shuffle which actor arrives first.
+    learner = _FakeLearner(num_actors=3, synchronous=True)
+    pool = _make_pool(3, learner, unroll_length=5, max_sleep_s=0.01)
+    start = time.perf_counter()
+    state = _run(tmp_path, learner, pool, num_iterations=30, num_train_steps=7)
+    assert time.perf_counter() - start < 60
+    assert state.next_iteration == 30
+    # 7 steps need one learner step of 3 x 5 = 15 env steps per iteration.
+    assert learner.learner_steps == 30
+    assert state.train_env_steps == learner.steps_received == 30 * 15
+    assert learner.stale_payloads == 0  # each unroll was collected with the newest parameters
+    _assert_all_children_gone(pool)
+
+
+def test_asynchronous_actors_many_short_iterations_no_deadlock(tmp_path):
+    learner = _FakeLearner(num_actors=2, synchronous=False)
+    pool = _make_pool(2, learner, unroll_length=3, synchronous=False, max_sleep_s=0.005)
+    state = _run(tmp_path, learner, pool, num_iterations=40, num_train_steps=5)
+    assert state.next_iteration == 40
+    assert state.train_env_steps == learner.steps_received >= 40 * 5
+    _assert_all_children_gone(pool)
+
+
+def test_single_actor_works(tmp_path):
+    learner = _FakeLearner(num_actors=1, synchronous=True)
+    pool = _make_pool(1, learner, unroll_length=4)
+    state = _run(tmp_path, learner, pool, num_iterations=3, num_train_steps=8)
+    assert state.train_env_steps == 3 * 8
+    assert learner.stale_payloads == 0
+    _assert_all_children_gone(pool)
+
+
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [("raise", "actor 1 failed: RuntimeError: boom"), ("exit", "actor 1 exited with code 3")],
+)
+def test_actor_failure_stops_the_run_naming_the_actor(tmp_path, failure, message):
+    learner = _FakeLearner(num_actors=3, synchronous=True)
+    pool = _make_pool(3, learner, unroll_length=5, failing_actor=1, fail_after=12, failure=failure)
+    start = time.perf_counter()
+    with pytest.raises(main_loop.ActorError, match=message):
+        _run(tmp_path, learner, pool, num_iterations=1000, num_train_steps=1000)
+    assert time.perf_counter() - start < 30  # noticed within seconds, not at the end of the run
+    _assert_all_children_gone(pool)
+
+
+def test_actor_error_ends_a_script_with_a_nonzero_exit_code():
+    assert issubclass(main_loop.ActorError, main_loop.ZooError)
+    assert main_loop.ActorError.exit_code != 0
+
+
+_INTERRUPTIBLE_RUN = textwrap.dedent(
+    """
+    import os, sys, pathlib
+    from deep_rl_zoo.errors import exit_on_error
+    from unit_tests import test_distributed as t
+
+    @exit_on_error
+    def main():
+        learner = t._FakeLearner(num_actors=2, synchronous=True)
+        pool = t._make_pool(2, learner, unroll_length=5, max_sleep_s=0.002)
+        with pool:
+            pathlib.Path(sys.argv[1]).write_text(" ".join(str(p.pid) for p in pool._processes))
+            while True:
+                pool.get()
+                learner.learn([{"version": learner.version, "steps": 0}])
+                pool.publish(learner.shared_module)
+
+    main()
+    """
+)
+
+
+def test_ctrl_c_stops_the_learner_and_every_actor(tmp_path):
+    pid_file = tmp_path / "pids"
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    process = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTIBLE_RUN, str(pid_file)],
+        cwd=repo_root,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, like a terminal job
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert process.poll() is None, process.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(2.0)  # let the actors get going
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert "Traceback" not in stderr  # the actors ignored the SIGINT; the learner stopped them
+    for pid in map(int, pid_file.read_text().split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
