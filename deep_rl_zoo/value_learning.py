@@ -109,3 +109,123 @@ def _td_loss(q_tm1, a_tm1, target, huber_delta) -> LossOutput:
     else:
         loss = huber_loss(td_error, huber_delta)
     return LossOutput(loss=loss, extra=QExtra(target=target, td_error=td_error.detach()))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Quantile (distributional) value learning: QR-DQN and IQN.
+
+
+class QuantileExtra(NamedTuple):
+    target: torch.Tensor  # [B, M], target quantile samples
+    q_tm1: torch.Tensor  # [B], mean of the chosen action's quantiles at s_tm1 (for logging)
+
+
+def quantile_midpoints(num_quantiles: int, device: torch.device | None = None) -> torch.Tensor:
+    """The fixed quantile fractions of QR-DQN: tau_i = (2i + 1) / (2N), i = 0..N-1, as [N] float32."""
+    if num_quantiles < 1:
+        raise ValueError(f"num_quantiles must be >= 1, got {num_quantiles}")
+    return (torch.arange(num_quantiles, dtype=torch.float32, device=device) + 0.5) / num_quantiles
+
+
+def quantile_huber_loss(
+    dist_src: torch.Tensor,
+    tau_src: torch.Tensor,
+    dist_target: torch.Tensor,
+    huber_delta: float | None = 1.0,
+) -> torch.Tensor:
+    r"""Quantile (Huber) regression of `dist_src`'s quantiles towards samples `dist_target`.
+
+    Paper: Dabney, Rowland, Bellemare & Munos 2017, "Distributional Reinforcement Learning with
+    Quantile Regression" (https://arxiv.org/abs/1710.10044), eq. 10.
+
+    With u_ij = dist_target[j] - dist_src[i] and kappa = huber_delta:
+        rho_ij = |tau_src[i] - 1{u_ij < 0}| * L_kappa(u_ij) / kappa   (L_kappa: the Huber loss)
+        loss   = sum_i mean_j rho_ij
+    and, for `huber_delta=None`, the plain quantile loss rho_ij = |tau_src[i] - 1{u_ij < 0}| * |u_ij|.
+    The target is not differentiated through.
+
+    Args:
+      dist_src: predicted quantile values, [B, N].
+      tau_src: the quantile fraction of each predicted value, in (0, 1), [B, N].
+      dist_target: samples of the target distribution, [B, M].
+      huber_delta: kappa > 0, or None for the non-smoothed quantile loss.
+
+    Returns:
+      The loss of each example, [B].
+    """
+    base.assert_rank_and_dtype(dist_src, 2, torch.float32, "dist_src")
+    base.assert_rank_and_dtype(tau_src, 2, torch.float32, "tau_src")
+    base.assert_rank_and_dtype(dist_target, 2, torch.float32, "dist_target")
+    base.assert_batch_dims_equal([dist_src, tau_src, dist_target])
+    if tau_src.shape != dist_src.shape:
+        raise ValueError(f"tau_src {tuple(tau_src.shape)} must match dist_src {tuple(dist_src.shape)}")
+    if huber_delta is not None and huber_delta <= 0:
+        raise ValueError(f"huber_delta must be positive or None, got {huber_delta}")
+    u = dist_target.detach().unsqueeze(1) - dist_src.unsqueeze(2)  # [B, N, M]: u[b, i, j]
+    if huber_delta is None:
+        magnitude = u.abs()
+    else:
+        magnitude = huber_loss(u, huber_delta) / huber_delta
+    # The indicator is a constant: gradients flow only through the Huber term.
+    weight = (tau_src.unsqueeze(2) - (u.detach() < 0).to(u.dtype)).abs()  # [B, N, M]
+    return (weight * magnitude).mean(dim=2).sum(dim=1)
+
+
+def quantile_q_learning(
+    dist_q_tm1: torch.Tensor,
+    tau_q_tm1: torch.Tensor,
+    a_tm1: torch.Tensor,
+    r_t: torch.Tensor,
+    discount_t: torch.Tensor,
+    dist_q_t_selector: torch.Tensor,
+    dist_q_t: torch.Tensor,
+    huber_delta: float | None = 1.0,
+) -> LossOutput:
+    r"""Quantile Q-learning, the loss of both QR-DQN and IQN.
+
+    Papers: Dabney et al. 2017, "Distributional Reinforcement Learning with Quantile Regression"
+    (https://arxiv.org/abs/1710.10044) with fixed fractions tau_i = (2i + 1) / 2N; Dabney, Ostrovski,
+    Silver & Munos 2018, "Implicit Quantile Networks for Distributional Reinforcement Learning"
+    (https://arxiv.org/abs/1806.06923) with sampled fractions.
+
+        a*        = argmax_a mean_k dist_q_t_selector[k, a]
+        target_j  = r_t + discount_t * dist_q_t[j, a*]                 j = 0..M-1
+        loss      = quantile_huber_loss(dist_q_tm1[:, a_tm1], tau_q_tm1, target)
+
+    QR-DQN passes the target network's quantiles as both `dist_q_t_selector` and `dist_q_t`; IQN
+    passes the target network evaluated at K fresh fractions (selector) and at N' fractions (target).
+
+    Args:
+      dist_q_tm1: quantile values at s_tm1, [B, N, A].
+      tau_q_tm1: fractions of those quantiles, [B, N].
+      a_tm1: actions taken at s_tm1, [B] int64.
+      r_t: (n-step) rewards, [B].
+      discount_t: (n-step) discounts, 0 at a true termination, [B].
+      dist_q_t_selector: quantile values at s_t used to choose a*, [B, K, A].
+      dist_q_t: quantile values at s_t bootstrapped from, [B, M, A].
+      huber_delta: kappa of the quantile Huber loss, None for the plain quantile loss.
+    """
+    base.assert_rank_and_dtype(dist_q_tm1, 3, torch.float32, "dist_q_tm1")
+    base.assert_rank_and_dtype(tau_q_tm1, 2, torch.float32, "tau_q_tm1")
+    base.assert_rank_and_dtype(a_tm1, 1, torch.int64, "a_tm1")
+    base.assert_rank_and_dtype(r_t, 1, torch.float32, "r_t")
+    base.assert_rank_and_dtype(discount_t, 1, torch.float32, "discount_t")
+    base.assert_rank_and_dtype(dist_q_t_selector, 3, torch.float32, "dist_q_t_selector")
+    base.assert_rank_and_dtype(dist_q_t, 3, torch.float32, "dist_q_t")
+    base.assert_batch_dims_equal(
+        [dist_q_tm1, tau_q_tm1, a_tm1, r_t, discount_t, dist_q_t_selector, dist_q_t]
+    )
+    num_actions = dist_q_tm1.shape[2]
+    if dist_q_t.shape[2] != num_actions or dist_q_t_selector.shape[2] != num_actions:
+        raise ValueError(
+            f"action dimensions differ: dist_q_tm1 {tuple(dist_q_tm1.shape)}, dist_q_t_selector "
+            f"{tuple(dist_q_t_selector.shape)}, dist_q_t {tuple(dist_q_t.shape)}"
+        )
+    with torch.no_grad():
+        best_action = dist_q_t_selector.mean(dim=1).argmax(dim=1)  # [B]
+        index = best_action.view(-1, 1, 1).expand(-1, dist_q_t.shape[1], 1)
+        dist_target = r_t.unsqueeze(1) + discount_t.unsqueeze(1) * dist_q_t.gather(2, index).squeeze(2)
+    index = a_tm1.view(-1, 1, 1).expand(-1, dist_q_tm1.shape[1], 1)
+    dist_qa_tm1 = dist_q_tm1.gather(2, index).squeeze(2)  # [B, N]
+    loss = quantile_huber_loss(dist_qa_tm1, tau_q_tm1, dist_target, huber_delta)
+    return LossOutput(loss=loss, extra=QuantileExtra(target=dist_target, q_tm1=dist_qa_tm1.detach().mean(1)))
