@@ -1,0 +1,140 @@
+"""DRQN's configuration and the `main` that `run_classic` and `run_atari` share."""
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from deep_rl_zoo import replay as replay_lib
+from deep_rl_zoo import run_support
+from deep_rl_zoo.config import RunConfig, field
+from deep_rl_zoo.drqn import agent
+from deep_rl_zoo.errors import require
+from deep_rl_zoo.networks.value import DrqnNetwork
+from deep_rl_zoo.schedules import LinearSchedule
+from deep_rl_zoo.sequence_replay import SequenceReplay
+
+
+@dataclasses.dataclass(frozen=True)
+class DrqnConfig(RunConfig):
+    """DRQN hyper-parameters. Atari defaults (run_atari) follow Hausknecht & Stone 2015 where the paper
+    gives them; the classic-control defaults below were tuned here on CartPole-v1."""
+
+    unroll_length: int = field(8, "Transitions learned from per sequence (after the burn-in).")
+    burn_in: int = field(8, "Leading steps of each sequence that only warm up the LSTM state.")
+    lstm_size: int = field(128, "Units of the LSTM layer.")
+    double_q: bool = field(True, "The online network picks the bootstrap action (double Q-learning).")
+    replay_capacity: int = field(50_000, "Env steps the sequence replay holds.")
+    min_replay_size: int = field(1000, "Env steps collected before learning starts.")
+    batch_size: int = field(32, "Sequences per gradient step.")
+    learning_rate: float = field(5e-4, "Adam learning rate.")
+    adam_eps: float = field(1e-8, "Adam epsilon.")
+    discount: float = field(0.99, "Discount factor gamma.")
+    learn_interval: int = field(2, "Env steps between two gradient steps.")
+    target_network_update_period: int = field(200, "Gradient steps between two target-network copies.")
+    exploration_epsilon_begin_value: float = field(1.0, "Epsilon at the start of learning.")
+    exploration_epsilon_end_value: float = field(0.01, "Epsilon after the decay.")
+    exploration_epsilon_decay_steps: int = field(
+        10_000, "Env steps over which epsilon decays, after warm-up."
+    )
+    eval_exploration_epsilon: float = field(0.0, "Epsilon of the greedy evaluation.")
+    max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
+    hidden_sizes: tuple[int, ...] = field((128,), "Hidden layer sizes of the MLP before the LSTM (classic).")
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in (
+            "unroll_length",
+            "lstm_size",
+            "replay_capacity",
+            "batch_size",
+            "learn_interval",
+            "target_network_update_period",
+        ):
+            require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        require(self.burn_in >= 0, f"--burn_in must be >= 0, got {self.burn_in}")
+        require(self.min_replay_size >= 0, f"--min_replay_size must be >= 0, got {self.min_replay_size}")
+        require(
+            self.sequence_length <= self.replay_capacity,
+            f"--burn_in + --unroll_length + 1 = {self.sequence_length} is larger than "
+            f"--replay_capacity={self.replay_capacity}",
+        )
+        require(
+            self.min_replay_size <= self.replay_capacity,
+            f"--min_replay_size={self.min_replay_size} is larger than --replay_capacity={self.replay_capacity}",
+        )
+        require(0.0 <= self.discount <= 1.0, f"--discount must be in [0, 1], got {self.discount}")
+        require(self.learning_rate > 0, f"--learning_rate must be positive, got {self.learning_rate}")
+
+    @property
+    def sequence_length(self) -> int:
+        """Steps per sampled sequence: burn-in, then unroll_length transitions need one step more."""
+        return self.burn_in + self.unroll_length + 1
+
+
+def build_network(config_values: dict, observation_shape, num_actions: int) -> DrqnNetwork:
+    """The network a config (as saved in a checkpoint: a dict) describes; shared with eval_agent."""
+    return DrqnNetwork(
+        observation_shape,
+        num_actions,
+        config_values.get("hidden_sizes", DrqnConfig.hidden_sizes),
+        config_values.get("lstm_size", DrqnConfig.lstm_size),
+    )
+
+
+def build_agents(config: DrqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+    """The learning agent and a recurrent evaluation actor sharing its online network."""
+    observation_shape = env.observation_space.shape
+    num_actions = int(env.action_space.n)
+    network = build_network(dataclasses.asdict(config), observation_shape, num_actions).to(device)
+    rng = np.random.default_rng(config.seed)
+    frame_store = None
+    if len(observation_shape) == 3:
+        # Atari: the replay stores frame handles; store and replay advance one step at a time
+        # together, so the store needs the replay's span plus the frames before its oldest stack.
+        frame_store = replay_lib.FrameStackStore(
+            capacity=config.replay_capacity + observation_shape[0],
+            frame_shape=tuple(observation_shape[1:]),
+            stack_size=observation_shape[0],
+        )
+    train_agent = agent.Drqn(
+        network=network,
+        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        replay=SequenceReplay(
+            config.replay_capacity, config.sequence_length, rng=np.random.default_rng(rng.integers(2**63))
+        ),
+        exploration_epsilon=LinearSchedule(
+            begin_value=config.exploration_epsilon_begin_value,
+            end_value=config.exploration_epsilon_end_value,
+            begin_t=config.min_replay_size,
+            decay_steps=config.exploration_epsilon_decay_steps,
+        ),
+        num_actions=num_actions,
+        discount=config.discount,
+        burn_in=config.burn_in,
+        min_replay_size=config.min_replay_size,
+        learn_interval=config.learn_interval,
+        batch_size=config.batch_size,
+        target_network_update_period=config.target_network_update_period,
+        max_grad_norm=config.max_grad_norm,
+        rng=rng,
+        device=device,
+        frame_store=frame_store,
+        double_q=config.double_q,
+    )
+    eval_agent = agent.RecurrentEpsilonGreedyActor(
+        network,
+        num_actions,
+        config.eval_exploration_epsilon,
+        np.random.default_rng(rng.integers(2**63)),
+        device,
+        agent.Drqn.agent_name,
+    )
+    return run_support.Agents(train_agent, eval_agent)
+
+
+def main(config: DrqnConfig):
+    return run_support.train(
+        config, agent.Drqn.agent_name, lambda env, device: build_agents(config, env, device)
+    )
