@@ -1,6 +1,7 @@
 """Types shared by environments, agents and the main loop."""
 
-from typing import Any, Mapping, NamedTuple, Protocol
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
