@@ -54,3 +54,44 @@ def greedy_action(network: nn.Module, observation: np.ndarray, device: torch.dev
     """arg-max_a Q(observation, a) for one observation."""
     x = torch.as_tensor(observation, device=device).unsqueeze(0)
     return int(network(x).q_values.argmax(dim=1).item())
+
+
+class PolicyGreedyActor:
+    """Acts with a policy network: its most probable action (arg-max of the logits, or the Gaussian's
+    mean), or a sample from the policy when `sample_actions` is set.
+
+    Like `EpsilonGreedyActor`, it uses the network it is given as is, so evaluation during training
+    sees the learner's latest parameters.
+    """
+
+    def __init__(
+        self, network: nn.Module, device: torch.device, agent_name: str, sample_actions: bool = False
+    ):
+        self.agent_name = agent_name
+        self._network = network
+        self._device = device
+        self._sample_actions = sample_actions
+
+    @torch.inference_mode()
+    def step(self, timestep: TimeStep) -> int | np.ndarray:
+        output = self._network(torch.as_tensor(timestep.observation, device=self._device).unsqueeze(0))
+        if self._sample_actions:
+            action = output.distribution().sample()[0]
+        elif hasattr(output, "pi_logits"):
+            action = output.pi_logits[0].argmax()
+        else:  # a Gaussian policy: its mode is its mean
+            action = output.mean[0]
+        return int(action.item()) if action.dim() == 0 else action.cpu().numpy()
+
+    def reset(self) -> None:
+        pass
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass

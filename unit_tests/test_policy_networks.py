@@ -74,3 +74,14 @@ def test_gaussian_actor():
     # the log-std is learned
     dist.entropy().sum().backward()
     assert net.log_std.grad is not None
+
+
+def test_separate_actor_critic_shares_nothing():
+    net = policy.build_actor_critic_network((4,), 2, (8,), shared_torso=False)
+    assert isinstance(net, policy.SeparateActorCritic)
+    out = net(torch.ones(3, 4))
+    assert out.pi_logits.shape == (3, 2) and out.value.shape == (3,)
+    out.value.sum().backward()
+    # a value loss leaves the policy's parameters untouched
+    assert all(p.grad is None for p in net.actor.parameters())
+    assert all(p.grad is not None for p in net.critic.parameters())

@@ -143,6 +143,19 @@ class NatureCnnActorCritic(nn.Module):
         )
 
 
+class SeparateActorCritic(nn.Module):
+    """An actor and a critic with nothing shared, behind the shared network's interface: returns
+    `ActorCriticOutput`, so an agent need not know which of the two it was given."""
+
+    def __init__(self, actor: nn.Module, critic: nn.Module):
+        super().__init__()
+        self.actor = actor
+        self.critic = critic
+
+    def forward(self, x: torch.Tensor) -> ActorCriticOutput:
+        return ActorCriticOutput(pi_logits=self.actor(x).pi_logits, value=self.critic(x).value)
+
+
 class GaussianMlpActor(nn.Module):
     """Diagonal Gaussian policy for continuous actions: state-dependent mean, learned state-independent
     log standard deviation (as in the PPO paper's MuJoCo experiments)."""
@@ -183,9 +196,22 @@ def build_critic_network(
 
 
 def build_actor_critic_network(
-    observation_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int] = (64, 64)
+    observation_shape: Sequence[int],
+    num_actions: int,
+    hidden_sizes: Sequence[int] = (64, 64),
+    shared_torso: bool = True,
 ) -> nn.Module:
-    """Shared-torso actor-critic: Nature CNN for [C, H, W] observations, MLP for vectors."""
+    """An actor-critic returning `ActorCriticOutput`: Nature CNN for [C, H, W] observations, MLP for
+    vectors; one torso for both heads, or (`shared_torso=False`) two separate networks."""
     if common.is_image_observation(observation_shape):
-        return NatureCnnActorCritic(observation_shape, num_actions)
-    return MlpActorCritic(int(observation_shape[0]), num_actions, hidden_sizes)
+        if shared_torso:
+            return NatureCnnActorCritic(observation_shape, num_actions)
+        return SeparateActorCritic(
+            NatureCnnActor(observation_shape, num_actions), NatureCnnCritic(observation_shape)
+        )
+    state_dim = int(observation_shape[0])
+    if shared_torso:
+        return MlpActorCritic(state_dim, num_actions, hidden_sizes)
+    return SeparateActorCritic(
+        MlpActor(state_dim, num_actions, hidden_sizes), MlpCritic(state_dim, hidden_sizes)
+    )
