@@ -1,0 +1,38 @@
+"""Plays a trained actor-critic agent greedily and records a video:
+`python -m deep_rl_zoo.actor_critic.eval_agent --load_checkpoint_file=latest`.
+"""
+
+import dataclasses
+
+from deep_rl_zoo import run_support
+from deep_rl_zoo.actor_critic.agent import ActorCritic
+from deep_rl_zoo.actor_critic.train import ActorCriticConfig
+from deep_rl_zoo.config import EvalConfig, field, run_script
+from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+from deep_rl_zoo.networks.policy import build_actor_critic_network
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticEvalConfig(EvalConfig):
+    sample_actions: bool = field(False, "Sample actions from the policy instead of taking the most probable.")
+
+
+def main(config: ActorCriticEvalConfig) -> list[float]:
+    def build_actor(env, device, checkpoint):
+        trained = checkpoint["config"] if checkpoint else {}
+        network = build_actor_critic_network(
+            env.observation_space.shape,
+            int(env.action_space.n),
+            trained.get("hidden_sizes", ActorCriticConfig.hidden_sizes),
+            trained.get("shared_torso", ActorCriticConfig.shared_torso),
+        )
+        if checkpoint is not None:
+            network.load_state_dict(checkpoint["agent"]["network"])
+        network.to(device).eval()
+        return PolicyGreedyActor(network, device, ActorCritic.agent_name, config.sample_actions)
+
+    return run_support.evaluate(config, ActorCritic.agent_name, build_actor)
+
+
+if __name__ == "__main__":
+    run_script(ActorCriticEvalConfig, {}, main, exclude=frozenset({"eval_exploration_epsilon"}))

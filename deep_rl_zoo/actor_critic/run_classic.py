@@ -1,0 +1,14 @@
+"""Trains actor-critic on a classic-control or Box2D task:
+`python -m deep_rl_zoo.actor_critic.run_classic`."""
+
+from deep_rl_zoo.actor_critic.train import ActorCriticConfig, main
+from deep_rl_zoo.config import ATARI_FIELDS, run_script
+
+DEFAULTS = {
+    "num_iterations": 30,  # 300,000 env steps of training at most
+    "num_train_steps": 10_000,
+    "num_eval_steps": 5000,  # 10 whole episodes of a solved CartPole-v1
+}
+
+if __name__ == "__main__":
+    run_script(ActorCriticConfig, DEFAULTS, main, exclude=ATARI_FIELDS)
