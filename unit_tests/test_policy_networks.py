@@ -85,3 +85,34 @@ def test_separate_actor_critic_shares_nothing():
     # a value loss leaves the policy's parameters untouched
     assert all(p.grad is None for p in net.actor.parameters())
     assert all(p.grad is not None for p in net.critic.parameters())
+
+
+def _timestep(observation):
+    from deep_rl_zoo.types_ import TimeStep
+
+    return TimeStep(observation, 0.0, False, False, True, {})
+
+
+def test_greedy_actor_takes_the_most_probable_action_and_samples_only_when_asked():
+    from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+
+    net = policy.MlpActor(2, 3, (4,))
+    with torch.no_grad():
+        net.policy_head.bias.copy_(torch.tensor([0.0, 1.0, 0.0]))  # action 1: probability ~0.58
+    observation = torch.zeros(2).numpy()
+    greedy = PolicyGreedyActor(net, torch.device("cpu"), "test")
+    assert {greedy.step(_timestep(observation)) for _ in range(50)} == {1}
+    torch.manual_seed(0)
+    sampling = PolicyGreedyActor(net, torch.device("cpu"), "test", sample_actions=True)
+    assert {sampling.step(_timestep(observation)) for _ in range(50)} == {0, 1, 2}
+
+
+def test_greedy_actor_plays_a_gaussian_policy_s_mean():
+    from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+
+    net = policy.GaussianMlpActor(2, 2, (4,))
+    with torch.no_grad():
+        net.mean_head.bias.copy_(torch.tensor([0.5, -0.5]))
+        net.mean_head.weight.zero_()
+    action = PolicyGreedyActor(net, torch.device("cpu"), "test").step(_timestep(torch.zeros(2).numpy()))
+    assert action.tolist() == [0.5, -0.5]
