@@ -420,30 +420,39 @@ class SumTree:
     Hand-written because no maintained library offers a vectorised sum tree over numpy arrays (the
     replay libraries that have one are either unmaintained, framework-bound, or loop in Python over
     the batch). Every operation here works on a whole batch at once: B searches descend the tree
-    together, level by level, and B updates propagate up together, so a batch costs O(B log N) numpy
-    work and never a scan of the N leaves.
+    together, level by level, and B updates propagate up together, so a batch costs O(B K log_K N)
+    numpy work in log_K N numpy calls of each kind, and never a scan of the N leaves.
 
-    Layout: a complete binary tree in one float64 array of 2P entries, P = the smallest power of two
-    >= capacity. Node 1 is the root, node i has children 2i and 2i + 1, leaves are nodes P .. 2P - 1
-    (slot k is node P + k). Entry 0 is unused. Slots >= capacity stay 0 forever.
+    Layout: a K-ary tree (K = `branching`, 32 by default, so 1M slots need only 4 levels below the
+    root; fewer levels means fewer numpy calls, which is what a batch of 32 costs). Level 0 is the
+    root; level d + 1 holds the children of level d, node i's children being the K consecutive entries
+    K i .. K i + K - 1, so `levels[d + 1].reshape(-1, K)[i]` are they. The last level holds the values
+    (slot k is entry k); padding entries stay 0 forever. For K = 2 and values 1, 2, 3, 0:
 
-        node:            1              total = 6
-                      /     \\
-                     2       3          3, 3
-                    / \\     / \\
-        leaves:    4   5   6   7        slots 0..3 hold 1, 2, 3, 0
+        level 0:           6
+        level 1:       3       3
+        level 2:     1   2   3   0       <- slots 0..3
 
-    Internal nodes are always recomputed as the sum of their two children (never updated by adding
+    Every internal node is always recomputed as the sum of its K children (never updated by adding
     deltas), so no rounding error accumulates however many updates happen.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, branching: int = 32) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if branching < 2:
+            raise ValueError(f"branching must be >= 2, got {branching}")
         self._capacity = int(capacity)
-        self._first_leaf = 1 << max(0, (self._capacity - 1).bit_length())  # P
-        self._depth = self._first_leaf.bit_length() - 1  # log2(P): levels below the root
-        self._nodes = np.zeros(2 * self._first_leaf, dtype=np.float64)
+        self._branching = int(branching)
+        counts = [self._capacity]  # nodes per level, leaves first
+        while len(counts) < 2 or counts[-1] > 1:
+            counts.append(-(-counts[-1] // self._branching))
+        counts.reverse()  # root first
+        # Each level below the root is padded to K entries per parent, so it reshapes to [parents, K].
+        self._levels = [np.zeros(1, dtype=np.float64)] + [
+            np.zeros(counts[d - 1] * self._branching, dtype=np.float64) for d in range(1, len(counts))
+        ]
+        self._children = [level.reshape(-1, self._branching) for level in self._levels[1:]]  # views
 
     @property
     def capacity(self) -> int:
@@ -452,17 +461,17 @@ class SumTree:
     @property
     def total(self) -> float:
         """Sum of all values."""
-        return float(self._nodes[1])
+        return float(self._levels[0][0])
 
     @property
     def nbytes(self) -> int:
-        return self._nodes.nbytes
+        return sum(level.nbytes for level in self._levels)
 
     def values(self, indices: np.ndarray | None = None) -> np.ndarray:
         """float64 [B]: the values of `indices` (all `capacity` values when None)."""
         if indices is None:
-            return self._nodes[self._first_leaf : self._first_leaf + self._capacity].copy()
-        return self._nodes[self._first_leaf + self._check_indices(indices)]
+            return self._levels[-1][: self._capacity].copy()
+        return self._levels[-1][self._check_indices(indices)]
 
     def set(self, indices: np.ndarray, values: np.ndarray) -> None:
         """Sets slot `indices[i]` to `values[i]`; for a repeated index the last value wins."""
@@ -472,30 +481,42 @@ class SumTree:
             raise ValueError(f"values has shape {values.shape}, indices {indices.shape}")
         if not np.all(np.isfinite(values)) or np.any(values < 0):
             raise ValueError("sum-tree values must be finite and >= 0")
-        nodes = self._first_leaf + indices
-        self._nodes[nodes] = values
-        for _ in range(self._depth):  # one level up per pass: the parents of this level's nodes
-            nodes = nodes // 2
-            self._nodes[nodes] = self._nodes[2 * nodes] + self._nodes[2 * nodes + 1]
+        self._levels[-1][indices] = values
+        nodes = indices
+        for depth in range(len(self._levels) - 2, -1, -1):  # one level up per pass
+            nodes = nodes // self._branching
+            self._levels[depth][nodes] = self._children[depth][nodes].sum(axis=1)
+
+    def _set_one(self, index: int, value: float) -> None:
+        """`set` for one slot with Python scalars (each `add`): cheaper than numpy calls on arrays of 1."""
+        self._levels[-1][index] = value
+        for depth in range(len(self._levels) - 2, -1, -1):
+            index //= self._branching
+            self._levels[depth][index] = self._children[depth][index].sum()
 
     def find(self, targets: np.ndarray) -> np.ndarray:
         """int64 [B]: for each target in [0, total), the slot k where the prefix sum first exceeds it,
         i.e. sum(values[:k]) <= target < sum(values[:k + 1]).
 
-        A slot holding 0 is never returned (even for a target rounded up to `total`): the descent only
-        enters a subtree whose sum is positive.
+        A slot holding 0 is never returned (even for a target rounded up to `total`): each step clamps
+        the target just below the sum of the children it chooses among, so it lands on a child whose
+        value is positive.
         """
         targets = np.array(targets, dtype=np.float64)  # copy: consumed as we descend
+        if targets.ndim != 1:
+            raise ValueError(f"targets must be 1-D, got shape {targets.shape}")
         if self.total <= 0:
             raise ValueError("cannot search a sum tree whose values are all 0")
-        nodes = np.ones(targets.shape, dtype=np.int64)
-        for _ in range(self._depth):
-            left = 2 * nodes
-            left_sum = self._nodes[left]
-            go_right = (targets >= left_sum) & (self._nodes[left + 1] > 0)
-            targets -= np.where(go_right, left_sum, 0.0)
-            nodes = left + go_right
-        return nodes - self._first_leaf
+        rows = np.arange(targets.shape[0])
+        nodes = np.zeros(targets.shape, dtype=np.int64)
+        for children in self._children:
+            values = children[nodes]  # [B, K]
+            prefix_sums = np.cumsum(values, axis=1)  # [B, K]
+            targets = np.minimum(targets, np.nextafter(prefix_sums[:, -1], 0.0))
+            child = np.count_nonzero(prefix_sums <= targets[:, None], axis=1)  # first sum > target
+            targets -= prefix_sums[rows, child] - values[rows, child]  # mass of the children before
+            nodes = nodes * self._branching + child
+        return nodes
 
     def _check_indices(self, indices: np.ndarray) -> np.ndarray:
         indices = np.asarray(indices)
@@ -554,7 +575,7 @@ class PrioritizedReplay(UniformReplay[ItemT]):
         """Stores `item` with the largest priority seen so far, overwriting the oldest one when full."""
         slot = self._num_added % self._capacity
         super().add(item)
-        self._tree.set(np.array([slot]), np.array([self._max_priority**self._priority_exponent]))
+        self._tree._set_one(slot, self._max_priority**self._priority_exponent)
 
     def sample(self, batch_size: int, importance_sampling_exponent: float = 1.0) -> PrioritizedSample:
         """Draws `batch_size` items with probability proportional to priority^alpha (with replacement)."""
