@@ -229,3 +229,155 @@ def quantile_q_learning(
     dist_qa_tm1 = dist_q_tm1.gather(2, index).squeeze(2)  # [B, N]
     loss = quantile_huber_loss(dist_qa_tm1, tau_q_tm1, dist_target, huber_delta)
     return LossOutput(loss=loss, extra=QuantileExtra(target=dist_target, q_tm1=dist_qa_tm1.detach().mean(1)))
+
+
+# --- Distributional (categorical) Q-learning: C51 and Rainbow ---------------------------------------
+
+
+class CategoricalExtra(NamedTuple):
+    target: torch.Tensor  # [B, K]: projected target distribution on the atoms of q_tm1
+    kl: torch.Tensor  # [B]: KL(target || predicted), the priority Rainbow replays by
+
+
+def categorical_projection(z_p: torch.Tensor, probs: torch.Tensor, z_q: torch.Tensor) -> torch.Tensor:
+    r"""Projects distributions on atoms `z_p` onto the fixed, evenly spaced support `z_q`.
+
+    Paper: Bellemare, Dabney & Munos 2017, "A Distributional Perspective on Reinforcement Learning"
+    (https://arxiv.org/abs/1707.06887), Algorithm 1.
+
+    Each atom z_p[b, i] is clipped to [z_q[0], z_q[-1]] and its mass split between the two support
+    atoms around it, in proportion to closeness:
+
+        out[b, j] = sum_i probs[b, i] * clamp(1 - |clip(z_p[b, i]) - z_q[j]| / dz, 0, 1),
+        dz = z_q[1] - z_q[0].
+
+    (The "hat" 1 - |x - z_q[j]| / dz is what Algorithm 1's lower/upper neighbour split computes, and it
+    also covers an atom that lands exactly on a support point.)
+
+    Args:
+      z_p: atoms of the distributions to project, [B, K] (or [K], shared by the batch).
+      probs: their probabilities, [B, K], rows summing to 1.
+      z_q: the target support, [M], evenly spaced and increasing, M >= 2.
+
+    Returns:
+      [B, M] probabilities on `z_q`.
+    """
+    base.assert_rank_and_dtype(z_q, 1, torch.float32, "z_q")
+    base.assert_rank_and_dtype(probs, 2, torch.float32, "probs")
+    if z_p.dim() == 1:
+        z_p = z_p.unsqueeze(0).expand_as(probs)
+    base.assert_rank_and_dtype(z_p, 2, torch.float32, "z_p")
+    if z_p.shape != probs.shape:
+        raise ValueError(f"z_p {tuple(z_p.shape)} and probs {tuple(probs.shape)} must have the same shape")
+    if z_q.shape[0] < 2:
+        raise ValueError(f"z_q needs at least 2 atoms, got {z_q.shape[0]}")
+    spacing = z_q[1:] - z_q[:-1]
+    if not bool((spacing > 0).all()) or not torch.allclose(spacing, spacing[0].expand_as(spacing), rtol=1e-4):
+        raise ValueError("z_q must be evenly spaced and increasing")
+    clipped = z_p.clamp(float(z_q[0]), float(z_q[-1]))  # [B, K]
+    hat = (1.0 - (clipped.unsqueeze(2) - z_q.view(1, 1, -1)).abs() / spacing[0]).clamp(min=0.0)  # [B, K, M]
+    return (probs.unsqueeze(2) * hat).sum(dim=1)
+
+
+def _check_categorical_inputs(atoms_tm1, logits_q_tm1, a_tm1, r_t, discount_t, atoms_t, logits_q_t) -> None:
+    base.assert_rank_and_dtype(atoms_tm1, 1, torch.float32, "atoms_tm1")
+    base.assert_rank_and_dtype(logits_q_tm1, 3, torch.float32, "logits_q_tm1")
+    base.assert_rank_and_dtype(a_tm1, 1, torch.int64, "a_tm1")
+    base.assert_rank_and_dtype(r_t, 1, torch.float32, "r_t")
+    base.assert_rank_and_dtype(discount_t, 1, torch.float32, "discount_t")
+    base.assert_rank_and_dtype(atoms_t, 1, torch.float32, "atoms_t")
+    base.assert_rank_and_dtype(logits_q_t, 3, torch.float32, "logits_q_t")
+    base.assert_batch_dims_equal([logits_q_tm1, a_tm1, r_t, discount_t, logits_q_t])
+    if logits_q_tm1.shape[2] != atoms_tm1.shape[0] or logits_q_t.shape[2] != atoms_t.shape[0]:
+        raise ValueError(
+            f"atoms do not match the logits: atoms_tm1 {tuple(atoms_tm1.shape)}, logits_q_tm1 "
+            f"{tuple(logits_q_tm1.shape)}, atoms_t {tuple(atoms_t.shape)}, logits_q_t {tuple(logits_q_t.shape)}"
+        )
+
+
+def _categorical_loss(atoms_tm1, logits_q_tm1, a_tm1, r_t, discount_t, atoms_t, probs_t_selected):
+    """Cross-entropy between the projected target and the predicted distribution of a_tm1."""
+    with torch.no_grad():
+        target_atoms = r_t.unsqueeze(1) + discount_t.unsqueeze(1) * atoms_t.unsqueeze(0)  # [B, K]
+        target = categorical_projection(target_atoms, probs_t_selected, atoms_tm1)  # [B, K]
+    index = a_tm1.view(-1, 1, 1).expand(-1, 1, logits_q_tm1.shape[2])
+    log_probs_tm1 = F.log_softmax(logits_q_tm1.gather(1, index).squeeze(1), dim=1)  # [B, K]
+    loss = -(target * log_probs_tm1).sum(dim=1)
+    with torch.no_grad():
+        entropy = -(target * target.clamp(min=1e-12).log()).sum(dim=1)  # 0 * log 0 counts as 0
+        kl = loss.detach() - entropy
+    return LossOutput(loss=loss, extra=CategoricalExtra(target=target, kl=kl))
+
+
+def categorical_dist_qlearning(
+    atoms_tm1: torch.Tensor,
+    logits_q_tm1: torch.Tensor,
+    a_tm1: torch.Tensor,
+    r_t: torch.Tensor,
+    discount_t: torch.Tensor,
+    atoms_t: torch.Tensor,
+    logits_q_t: torch.Tensor,
+) -> LossOutput:
+    r"""Categorical (C51) Q-learning loss.
+
+    Paper: Bellemare, Dabney & Munos 2017, "A Distributional Perspective on Reinforcement Learning"
+    (https://arxiv.org/abs/1707.06887).
+
+    With p_t[a] = softmax(logits_q_t[a]) and a* = argmax_a sum_k p_t[a, k] atoms_t[k]:
+
+        target = Proj_{atoms_tm1}( r_t + discount_t * atoms_t  with probabilities p_t[a*] ),
+        loss = -sum_k target[k] * log softmax(logits_q_tm1[a_tm1])[k]   (cross-entropy).
+
+    Args:
+      atoms_tm1: support of the predicted distributions, [K], evenly spaced.
+      logits_q_tm1: online-network logits at s_tm1, [B, A, K].
+      a_tm1: actions taken at s_tm1, [B] int64.
+      r_t: (n-step) rewards, [B].
+      discount_t: (n-step) discounts, 0 at termination, [B].
+      atoms_t: support of the target distributions, [K'].
+      logits_q_t: target-network logits at s_t, [B, A, K'].
+    """
+    _check_categorical_inputs(atoms_tm1, logits_q_tm1, a_tm1, r_t, discount_t, atoms_t, logits_q_t)
+    with torch.no_grad():
+        probs_t = F.softmax(logits_q_t, dim=2)  # [B, A, K']
+        best_action = (probs_t * atoms_t).sum(dim=2).argmax(dim=1)  # [B]
+        probs_t_selected = probs_t[torch.arange(probs_t.shape[0]), best_action]  # [B, K']
+    return _categorical_loss(atoms_tm1, logits_q_tm1, a_tm1, r_t, discount_t, atoms_t, probs_t_selected)
+
+
+def categorical_dist_double_qlearning(
+    atoms_tm1: torch.Tensor,
+    logits_q_tm1: torch.Tensor,
+    a_tm1: torch.Tensor,
+    r_t: torch.Tensor,
+    discount_t: torch.Tensor,
+    atoms_t: torch.Tensor,
+    logits_q_t: torch.Tensor,
+    q_t_selector: torch.Tensor,
+) -> LossOutput:
+    r"""Categorical Q-learning loss with double selection, as in Rainbow.
+
+    Papers: Hessel et al. 2017, "Rainbow: Combining Improvements in Deep Reinforcement Learning"
+    (https://arxiv.org/abs/1710.02298); van Hasselt, Guez & Silver 2015
+    (https://arxiv.org/abs/1509.06461).
+
+    Same target as `categorical_dist_qlearning`, except that the bootstrap action is chosen by the
+    online network: a* = argmax_a q_t_selector[a], and the target network's distribution of a* is used.
+
+    Args:
+      atoms_tm1: support of the predicted distributions, [K], evenly spaced.
+      logits_q_tm1: online-network logits at s_tm1, [B, A, K].
+      a_tm1: actions taken at s_tm1, [B] int64.
+      r_t: (n-step) rewards, [B].
+      discount_t: (n-step) discounts, 0 at termination, [B].
+      atoms_t: support of the target distributions, [K'].
+      logits_q_t: target-network logits at s_t, [B, A, K'].
+      q_t_selector: online-network Q-values (means) at s_t, [B, A].
+    """
+    _check_categorical_inputs(atoms_tm1, logits_q_tm1, a_tm1, r_t, discount_t, atoms_t, logits_q_t)
+    base.assert_rank_and_dtype(q_t_selector, 2, torch.float32, "q_t_selector")
+    base.assert_batch_dims_equal([logits_q_t, q_t_selector], num_dims=2)
+    with torch.no_grad():
+        best_action = q_t_selector.argmax(dim=1)  # [B]
+        probs_t = F.softmax(logits_q_t[torch.arange(logits_q_t.shape[0]), best_action], dim=1)  # [B, K']
+    return _categorical_loss(atoms_tm1, logits_q_tm1, a_tm1, r_t, discount_t, atoms_t, probs_t)
