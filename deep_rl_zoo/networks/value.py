@@ -197,3 +197,159 @@ class DrqnNetwork(nn.Module):
                 steps.append(output)
             outputs = torch.cat(steps)
         return RecurrentQNetworkOutput(q_values=self.head(outputs), hidden_state=hidden_state)
+
+
+# --- Dueling, noisy and categorical (C51 / Rainbow) networks -------------------------------------------
+
+
+class CategoricalQNetworkOutput(NamedTuple):
+    q_values: torch.Tensor  # [B, A]: mean of each action's distribution, for acting
+    q_logits: torch.Tensor  # [B, A, K]: logits of the probabilities of the atoms
+
+
+class NoisyLinear(nn.Module):
+    """Linear layer with factorised Gaussian parameter noise.
+
+    Paper: Fortunato et al. 2017, "Noisy Networks for Exploration" (https://arxiv.org/abs/1706.10295).
+
+        y = (mu_w + sigma_w * eps_w) x + mu_b + sigma_b * eps_b,
+        eps_w = f(eps_out) f(eps_in)^T, eps_b = f(eps_out), f(x) = sign(x) sqrt(|x|),
+
+    with eps_in [in], eps_out [out] standard normal, redrawn by `reset_noise()` (the noise stays fixed
+    between calls, so acting and learning see the same perturbed network until the agent redraws it).
+    In `eval()` mode the layer uses its mean weights mu only.
+    """
+
+    def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        bound = in_features**-0.5
+        sigma = sigma0 * bound  # the paper's initialisation for factorised noise
+        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
+        self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma))
+        self.bias_mu = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound))
+        self.bias_sigma = nn.Parameter(torch.full((out_features,), sigma))
+        self.register_buffer("eps_in", torch.zeros(in_features))
+        self.register_buffer("eps_out", torch.zeros(out_features))
+        self.reset_noise()
+
+    @torch.no_grad()
+    def reset_noise(self) -> None:
+        scale = lambda x: x.sign() * x.abs().sqrt()  # noqa: E731
+        self.eps_in.copy_(scale(torch.randn(self.in_features, device=self.eps_in.device)))
+        self.eps_out.copy_(scale(torch.randn(self.out_features, device=self.eps_out.device)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return nn.functional.linear(x, self.weight_mu, self.bias_mu)
+        weight = self.weight_mu + self.weight_sigma * torch.outer(self.eps_out, self.eps_in)
+        bias = self.bias_mu + self.bias_sigma * self.eps_out
+        return nn.functional.linear(x, weight, bias)
+
+
+def reset_noise(network: nn.Module) -> None:
+    """Redraws the noise of every `NoisyLinear` in `network`."""
+    for module in network.modules():
+        if isinstance(module, NoisyLinear):
+            module.reset_noise()
+
+
+class DuelingHead(nn.Module):
+    """Dueling value and advantage streams (Wang et al. 2016, "Dueling Network Architectures for Deep
+    Reinforcement Learning", https://arxiv.org/abs/1511.06581), one hidden layer each.
+
+        out[a] = V + A[a] - mean_a' A[a'],   per atom when num_atoms > 1.
+
+    Returns [B, A] when num_atoms is 1, else [B, A, num_atoms] (logits, for a categorical network).
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_actions: int,
+        num_atoms: int = 1,
+        noisy_sigma0: float | None = None,
+    ):
+        """`noisy_sigma0`: None for ordinary linear layers, else `NoisyLinear`s with this sigma0."""
+        super().__init__()
+        layer = nn.Linear
+        if noisy_sigma0 is not None:
+            layer = lambda n_in, n_out: NoisyLinear(n_in, n_out, noisy_sigma0)  # noqa: E731
+        self.num_actions, self.num_atoms = num_actions, num_atoms
+        self.value = nn.Sequential(layer(input_size, hidden_size), nn.ReLU(), layer(hidden_size, num_atoms))
+        self.advantage = nn.Sequential(
+            layer(input_size, hidden_size), nn.ReLU(), layer(hidden_size, num_actions * num_atoms)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        value = self.value(x).view(-1, 1, self.num_atoms)
+        advantage = self.advantage(x).view(-1, self.num_actions, self.num_atoms)
+        out = value + advantage - advantage.mean(dim=1, keepdim=True)
+        return out.squeeze(2) if self.num_atoms == 1 else out
+
+
+class CategoricalQNetwork(nn.Module):
+    """A C51 / Rainbow network: a torso, then logits over fixed atoms for every action.
+
+    Build it with `build_c51_network` (linear head, C51) or `build_rainbow_network` (dueling noisy head).
+    The atoms are a buffer, so they travel with `.to(device)` and the state dict.
+    """
+
+    def __init__(self, torso: nn.Module, head: nn.Module, num_actions: int, atoms: torch.Tensor):
+        super().__init__()
+        self.torso = torso
+        self.head = head
+        self.num_actions = num_actions
+        self.register_buffer("atoms", atoms.detach().clone().float())
+
+    def forward(self, x: torch.Tensor) -> CategoricalQNetworkOutput:
+        x = x if x.dim() == 4 else x.float()  # uint8 frames are scaled by the CNN torso itself
+        logits = self.head(self.torso(x)).view(-1, self.num_actions, self.atoms.shape[0])
+        q_values = (torch.softmax(logits, dim=2) * self.atoms).sum(dim=2)
+        return CategoricalQNetworkOutput(q_values=q_values, q_logits=logits)
+
+
+def _torso(observation_shape: Sequence[int], hidden_sizes: Sequence[int]) -> tuple[nn.Module, int]:
+    """The Nature CNN (with its 512-unit layer) or the MLP torso, and its output size."""
+    if common.is_image_observation(observation_shape):
+        torso = common.NatureCnnTorso(observation_shape)
+        return torso, torso.output_size
+    return common.mlp(int(observation_shape[0]), hidden_sizes), int(hidden_sizes[-1])
+
+
+def build_c51_network(
+    observation_shape: Sequence[int],
+    num_actions: int,
+    atoms: torch.Tensor,
+    hidden_sizes: Sequence[int] = (128, 128),
+) -> CategoricalQNetwork:
+    """C51 (Bellemare et al. 2017): the DQN network with A * K outputs (Nature CNN or MLP torso)."""
+    torso, size = _torso(observation_shape, hidden_sizes)
+    return CategoricalQNetwork(torso, nn.Linear(size, num_actions * atoms.shape[0]), num_actions, atoms)
+
+
+def build_rainbow_network(
+    observation_shape: Sequence[int],
+    num_actions: int,
+    atoms: torch.Tensor,
+    hidden_sizes: Sequence[int] = (128, 128),
+    noisy_sigma0: float = 0.5,
+) -> CategoricalQNetwork:
+    """Rainbow (Hessel et al. 2017): dueling noisy streams over atoms.
+
+    Atari: the Nature CNN's convolutions, then value and advantage streams of 512 noisy units each (as
+    in the paper). Vectors: an MLP of `hidden_sizes[:-1]`, then streams of `hidden_sizes[-1]` units.
+    """
+    if common.is_image_observation(observation_shape):
+        cnn = common.NatureCnnTorso(observation_shape)
+        cnn.fc = nn.Identity()  # the streams' own 512-unit noisy layers replace it
+        torso = cnn
+        size, hidden = cnn.convs(torch.zeros(1, *observation_shape)).shape[1], 512
+    else:
+        size = int(observation_shape[0]) if len(hidden_sizes) == 1 else int(hidden_sizes[-2])
+        torso = common.mlp(int(observation_shape[0]), hidden_sizes[:-1])
+        hidden = int(hidden_sizes[-1])
+    head = DuelingHead(size, hidden, num_actions, atoms.shape[0], noisy_sigma0=noisy_sigma0)
+    return CategoricalQNetwork(torso, head, num_actions, atoms)
