@@ -1,0 +1,90 @@
+"""C51's configuration and the `main` that `run_classic` and `run_atari` share."""
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from deep_rl_zoo import replay as replay_lib
+from deep_rl_zoo import run_support
+from deep_rl_zoo.c51_dqn import agent
+from deep_rl_zoo.config import field
+from deep_rl_zoo.dqn.train import DqnConfig
+from deep_rl_zoo.errors import require
+from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
+from deep_rl_zoo.networks.value import build_c51_network
+from deep_rl_zoo.schedules import LinearSchedule
+
+
+@dataclasses.dataclass(frozen=True)
+class C51Config(DqnConfig):
+    """C51 hyper-parameters: DQN's, plus the support of the return distribution (51 atoms as in
+    Bellemare et al. 2017). Classic-control defaults were tuned here on CartPole-v1 (the DQN fields
+    redeclared below); the support [-100, 100] covers CartPole's and LunarLander's discounted returns."""
+
+    num_iterations: int = field(20, "Iterations of training then evaluation; a checkpoint after each.")
+    target_network_update_period: int = field(200, "Gradient steps between two target-network copies.")
+    learning_rate: float = field(5e-4, "Adam learning rate.")
+    num_atoms: int = field(51, "Atoms of the categorical return distribution.")
+    v_min: float = field(-100.0, "Smallest atom (a return).")
+    v_max: float = field(100.0, "Largest atom (a return).")
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.num_atoms >= 2, f"--num_atoms must be >= 2, got {self.num_atoms}")
+        require(self.v_min < self.v_max, f"--v_min ({self.v_min}) must be below --v_max ({self.v_max})")
+
+
+def build_agents(config: C51Config, env: gym.Env, device: torch.device) -> run_support.Agents:
+    """The learning agent and an evaluation actor sharing its online network."""
+    observation_shape = env.observation_space.shape
+    num_actions = int(env.action_space.n)
+    atoms = torch.linspace(config.v_min, config.v_max, config.num_atoms)
+    network = build_c51_network(observation_shape, num_actions, atoms, config.hidden_sizes).to(device)
+    rng = np.random.default_rng(config.seed)
+    frame_store = None
+    if len(observation_shape) == 3:  # Atari: keep each frame once
+        frame_store = replay_lib.FrameStackStore(
+            capacity=replay_lib.frame_store_capacity(config.replay_capacity, config.n_step),
+            frame_shape=tuple(observation_shape[1:]),
+            stack_size=observation_shape[0],
+        )
+    train_agent = agent.C51Dqn(
+        network=network,
+        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        replay=replay_lib.UniformReplay(
+            config.replay_capacity, rng=np.random.default_rng(rng.integers(2**63))
+        ),
+        transition_accumulator=replay_lib.TransitionAccumulator(n=config.n_step, discount=config.discount),
+        exploration_epsilon=LinearSchedule(
+            begin_value=config.exploration_epsilon_begin_value,
+            end_value=config.exploration_epsilon_end_value,
+            begin_t=config.min_replay_size,
+            decay_steps=config.exploration_epsilon_decay_steps,
+        ),
+        num_actions=num_actions,
+        min_replay_size=config.min_replay_size,
+        learn_interval=config.learn_interval,
+        batch_size=config.batch_size,
+        target_network_update_period=config.target_network_update_period,
+        max_grad_norm=config.max_grad_norm,
+        rng=rng,
+        device=device,
+        frame_store=frame_store,
+    )
+    eval_agent = EpsilonGreedyActor(
+        network,
+        num_actions,
+        config.eval_exploration_epsilon,
+        np.random.default_rng(rng.integers(2**63)),
+        device,
+        agent.C51Dqn.agent_name,
+    )
+    return run_support.Agents(train_agent, eval_agent)
+
+
+def main(config: C51Config):
+    return run_support.train(
+        config, agent.C51Dqn.agent_name, lambda env, device: build_agents(config, env, device)
+    )

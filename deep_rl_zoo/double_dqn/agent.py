@@ -1,0 +1,170 @@
+"""Double DQN (van Hasselt, Guez & Silver 2015, "Deep Reinforcement Learning with Double Q-learning",
+https://arxiv.org/abs/1509.06461): DQN whose bootstrap action is chosen by the online network and
+valued by the target network, which removes most of Q-learning's over-estimation."""
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from deep_rl_zoo import replay as replay_lib
+from deep_rl_zoo import value_learning
+from deep_rl_zoo.errors import NonFiniteLossError
+from deep_rl_zoo.greedy_actors import greedy_action
+from deep_rl_zoo.schedules import LinearSchedule
+from deep_rl_zoo.types_ import TimeStep
+
+
+class DoubleDqn:
+    """A Double DQN agent that acts and learns in the same process.
+
+    Acting, replay and target-network refreshes are DQN's; only the target differs:
+    `r_t + discount_t * q_target(s_t)[argmax_a q_online(s_t)[a]]`.
+    """
+
+    agent_name = "DoubleDQN"
+
+    def __init__(
+        self,
+        *,
+        network: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        replay: replay_lib.UniformReplay,
+        transition_accumulator: replay_lib.TransitionAccumulator,
+        exploration_epsilon: LinearSchedule,
+        num_actions: int,
+        min_replay_size: int,
+        learn_interval: int,
+        batch_size: int,
+        target_network_update_period: int,
+        max_grad_norm: float,
+        rng: np.random.Generator,
+        device: torch.device,
+        frame_store: replay_lib.FrameStackStore | None = None,
+        huber_delta: float | None = 1.0,
+    ):
+        """
+        Args:
+          network: online Q-network, returns `QNetworkOutput`.
+          replay: stores `replay_lib.Transition`s (of frame handles when `frame_store` is given).
+          exploration_epsilon: epsilon as a function of env steps.
+          min_replay_size: transitions stored before learning starts.
+          learn_interval: env steps between two gradient steps.
+          target_network_update_period: gradient steps between two target-network copies.
+          max_grad_norm: global gradient-norm clip; 0 disables.
+          frame_store: for Atari, stores each frame once; observations in the replay are its handles.
+          huber_delta: Huber threshold of the TD error, None for the squared loss.
+        """
+        if batch_size > replay.capacity:
+            raise ValueError(f"batch_size {batch_size} is larger than the replay capacity {replay.capacity}")
+        self._network = network
+        self._target_network = copy.deepcopy(network).requires_grad_(False)
+        self._optimizer = optimizer
+        self._replay = replay
+        self._accumulator = transition_accumulator
+        self._frame_store = frame_store
+        self._exploration_epsilon = exploration_epsilon
+        self._num_actions = num_actions
+        self._min_replay_size = max(min_replay_size, batch_size)
+        self._learn_interval = learn_interval
+        self._batch_size = batch_size
+        self._target_network_update_period = target_network_update_period
+        self._max_grad_norm = max_grad_norm
+        self._huber_delta = huber_delta
+        self._rng = rng
+        self._device = device
+        self._env_steps = 0
+        self._learner_steps = 0
+        self._last_loss = float("nan")
+
+    def step(self, timestep: TimeStep) -> int:
+        """Stores what `timestep` completes, learns when due, and returns an epsilon-greedy action."""
+        if not timestep.first:
+            self._env_steps += 1
+        action = self._act(timestep)
+        stored = timestep.observation
+        if self._frame_store is not None:
+            stored = self._frame_store.add(timestep.observation[-1], timestep.first)
+        for transition in self._accumulator.step(timestep, stored, action):
+            self._replay.add(transition)
+        if (
+            not timestep.first
+            and self._replay.size >= self._min_replay_size
+            and self._env_steps % self._learn_interval == 0
+        ):
+            self._learn()
+        return action
+
+    def reset(self) -> None:
+        self._accumulator.reset()
+
+    def _act(self, timestep: TimeStep) -> int:
+        if self._rng.random() < self.epsilon:
+            return int(self._rng.integers(self._num_actions))
+        return greedy_action(self._network, timestep.observation, self._device)
+
+    @property
+    def epsilon(self) -> float:
+        return self._exploration_epsilon(self._env_steps)
+
+    def _learn(self) -> None:
+        batch = self._replay.sample(self._batch_size)
+        s_tm1, s_t = batch.s_tm1, batch.s_t
+        if self._frame_store is not None:
+            s_tm1, s_t = self._frame_store.stacks(s_tm1), self._frame_store.stacks(s_t)
+        to = lambda x, dtype=None: torch.as_tensor(x, device=self._device, dtype=dtype)  # noqa: E731
+        q_tm1 = self._network(to(s_tm1)).q_values
+        with torch.no_grad():
+            q_t_value = self._target_network(to(s_t)).q_values
+            q_t_selector = self._network(to(s_t)).q_values
+        output = value_learning.double_qlearning(
+            q_tm1,
+            to(batch.a_tm1, torch.int64),
+            to(batch.r_t, torch.float32),
+            to(batch.discount_t, torch.float32),
+            q_t_value,
+            q_t_selector,
+            huber_delta=self._huber_delta,
+        )
+        loss = output.loss.mean()
+        self._optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self._max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
+        self._optimizer.step()
+        self._learner_steps += 1
+        self._last_loss = loss.item()
+        if not np.isfinite(self._last_loss):
+            raise NonFiniteLossError(self._learner_steps, self._last_loss)
+        if self._learner_steps % self._target_network_update_period == 0:
+            self._target_network.load_state_dict(self._network.state_dict())
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {
+            "loss": self._last_loss,
+            "epsilon": self.epsilon,
+            "learner_steps": self._learner_steps,
+            "replay_size": self._replay.size,
+        }
+
+    def state_dict(self) -> dict:
+        return {
+            "network": self._network.state_dict(),
+            "target_network": self._target_network.state_dict(),
+            "optimizer": self._optimizer.state_dict(),
+            "env_steps": self._env_steps,
+            "learner_steps": self._learner_steps,
+            "rng": self._rng.bit_generator.state,
+            "replay_rng": self._replay._rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._network.load_state_dict(state["network"])
+        self._target_network.load_state_dict(state["target_network"])
+        self._optimizer.load_state_dict(state["optimizer"])
+        self._env_steps = state["env_steps"]
+        self._learner_steps = state["learner_steps"]
+        self._rng.bit_generator.state = state["rng"]
+        self._replay._rng.bit_generator.state = state["replay_rng"]

@@ -1,0 +1,34 @@
+"""Plays a trained Double DQN greedily and records a video:
+`python -m deep_rl_zoo.double_dqn.eval_agent --environment_name=Pong --load_checkpoint_file=latest`.
+"""
+
+import numpy as np
+
+from deep_rl_zoo import run_support
+from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.double_dqn.agent import DoubleDqn
+from deep_rl_zoo.double_dqn.train import DoubleDqnConfig
+from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
+from deep_rl_zoo.networks.value import build_q_network
+
+
+def main(config: EvalConfig) -> list[float]:
+    def build_actor(env, device, checkpoint):
+        hidden_sizes = (
+            checkpoint["config"].get("hidden_sizes") if checkpoint else DoubleDqnConfig.hidden_sizes
+        )
+        network = build_q_network(env.observation_space.shape, int(env.action_space.n), hidden_sizes)
+        if checkpoint is not None:
+            network.load_state_dict(checkpoint["agent"]["network"])
+        network.to(device).eval()
+        epsilon = run_support.eval_exploration_epsilon(config)
+        rng = np.random.default_rng(config.seed)
+        return EpsilonGreedyActor(
+            network, int(env.action_space.n), epsilon, rng, device, DoubleDqn.agent_name
+        )
+
+    return run_support.evaluate(config, DoubleDqn.agent_name, build_actor)
+
+
+if __name__ == "__main__":
+    run_script(EvalConfig, {}, main)

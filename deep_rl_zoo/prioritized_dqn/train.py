@@ -1,0 +1,114 @@
+"""Prioritized DQN's configuration and the `main` that `run_classic` and `run_atari` share."""
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from deep_rl_zoo import replay as replay_lib
+from deep_rl_zoo import run_support
+from deep_rl_zoo.config import field
+from deep_rl_zoo.dqn.train import DqnConfig
+from deep_rl_zoo.errors import require
+from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
+from deep_rl_zoo.networks.value import build_q_network
+from deep_rl_zoo.prioritized_dqn import agent
+from deep_rl_zoo.schedules import LinearSchedule
+
+
+@dataclasses.dataclass(frozen=True)
+class PrioritizedDqnConfig(DqnConfig):
+    """Prioritized DQN hyper-parameters: DQN's, plus those of the prioritized replay (alpha = 0.6,
+    beta 0.4 -> 1 as in Schaul et al. 2015's proportional variant). Classic-control defaults were tuned
+    here on CartPole-v1 (the DQN fields redeclared below)."""
+
+    num_iterations: int = field(20, "Iterations of training then evaluation; a checkpoint after each.")
+    target_network_update_period: int = field(200, "Gradient steps between two target-network copies.")
+    learning_rate: float = field(5e-4, "Adam learning rate.")
+    priority_exponent: float = field(0.6, "alpha: sampling probability is proportional to priority^alpha.")
+    importance_sampling_exponent_begin_value: float = field(0.4, "beta at the start of learning.")
+    importance_sampling_exponent_end_value: float = field(1.0, "beta after the annealing (1: unbiased).")
+    importance_sampling_exponent_decay_steps: int = field(
+        100_000, "Env steps over which beta is annealed, after warm-up (the whole run, in the paper)."
+    )
+    priority_epsilon: float = field(1e-3, "Added to |TD error| so no transition has priority 0.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(
+            self.priority_exponent >= 0, f"--priority_exponent must be >= 0, got {self.priority_exponent}"
+        )
+        for name in ("importance_sampling_exponent_begin_value", "importance_sampling_exponent_end_value"):
+            require(
+                0.0 <= getattr(self, name) <= 1.0, f"--{name} must be in [0, 1], got {getattr(self, name)}"
+            )
+        require(
+            self.importance_sampling_exponent_decay_steps >= 0,
+            "--importance_sampling_exponent_decay_steps must be >= 0",
+        )
+        require(
+            self.priority_epsilon > 0, f"--priority_epsilon must be positive, got {self.priority_epsilon}"
+        )
+
+
+def build_agents(config: PrioritizedDqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+    """The learning agent and an evaluation actor sharing its online network."""
+    observation_shape = env.observation_space.shape
+    num_actions = int(env.action_space.n)
+    network = build_q_network(observation_shape, num_actions, config.hidden_sizes).to(device)
+    rng = np.random.default_rng(config.seed)
+    frame_store = None
+    if len(observation_shape) == 3:  # Atari: keep each frame once
+        frame_store = replay_lib.FrameStackStore(
+            capacity=replay_lib.frame_store_capacity(config.replay_capacity, config.n_step),
+            frame_shape=tuple(observation_shape[1:]),
+            stack_size=observation_shape[0],
+        )
+    train_agent = agent.PrioritizedDqn(
+        network=network,
+        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        replay=replay_lib.PrioritizedReplay(
+            config.replay_capacity,
+            priority_exponent=config.priority_exponent,
+            rng=np.random.default_rng(rng.integers(2**63)),
+        ),
+        transition_accumulator=replay_lib.TransitionAccumulator(n=config.n_step, discount=config.discount),
+        exploration_epsilon=LinearSchedule(
+            begin_value=config.exploration_epsilon_begin_value,
+            end_value=config.exploration_epsilon_end_value,
+            begin_t=config.min_replay_size,
+            decay_steps=config.exploration_epsilon_decay_steps,
+        ),
+        importance_sampling_exponent=LinearSchedule(
+            begin_value=config.importance_sampling_exponent_begin_value,
+            end_value=config.importance_sampling_exponent_end_value,
+            begin_t=config.min_replay_size,
+            decay_steps=config.importance_sampling_exponent_decay_steps,
+        ),
+        priority_epsilon=config.priority_epsilon,
+        num_actions=num_actions,
+        min_replay_size=config.min_replay_size,
+        learn_interval=config.learn_interval,
+        batch_size=config.batch_size,
+        target_network_update_period=config.target_network_update_period,
+        max_grad_norm=config.max_grad_norm,
+        rng=rng,
+        device=device,
+        frame_store=frame_store,
+    )
+    eval_agent = EpsilonGreedyActor(
+        network,
+        num_actions,
+        config.eval_exploration_epsilon,
+        np.random.default_rng(rng.integers(2**63)),
+        device,
+        agent.PrioritizedDqn.agent_name,
+    )
+    return run_support.Agents(train_agent, eval_agent)
+
+
+def main(config: PrioritizedDqnConfig):
+    return run_support.train(
+        config, agent.PrioritizedDqn.agent_name, lambda env, device: build_agents(config, env, device)
+    )
