@@ -215,3 +215,26 @@ def build_actor_critic_network(
     return SeparateActorCritic(
         MlpActor(state_dim, num_actions, hidden_sizes), MlpCritic(state_dim, hidden_sizes)
     )
+
+
+class GaussianActorCriticOutput(NamedTuple):
+    mean: torch.Tensor  # [B, D]
+    log_std: torch.Tensor  # [B, D]
+    value: torch.Tensor  # [B]
+
+    def distribution(self) -> distributions.Independent:
+        """A diagonal Gaussian; log_prob and entropy sum over the D action dimensions ([B])."""
+        return distributions.Independent(distributions.Normal(self.mean, self.log_std.exp()), 1)
+
+
+class GaussianActorCritic(nn.Module):
+    """A Gaussian actor and a state-value critic with separate torsos (the PPO paper's MuJoCo setup)."""
+
+    def __init__(self, actor: nn.Module, critic: nn.Module):
+        super().__init__()
+        self.actor = actor
+        self.critic = critic
+
+    def forward(self, x: torch.Tensor) -> GaussianActorCriticOutput:
+        policy = self.actor(x)
+        return GaussianActorCriticOutput(policy.mean, policy.log_std, self.critic(x).value)

@@ -1,0 +1,210 @@
+"""PPO (Schulman et al. 2017, "Proximal Policy Optimization Algorithms", https://arxiv.org/abs/1707.06347).
+
+Actors (`unrolls.UnrollActor`, one process each) sample the policy for T env steps, send the unroll
+and wait for new parameters. The learner (`Ppo`) takes one unroll from every actor (N * T steps),
+computes GAE advantages and lambda-return targets with the parameters that collected the data, then
+runs K epochs over shuffled minibatches of the clipped surrogate, value and entropy terms, and
+publishes the new parameters. Advantages are normalised per minibatch; a time-limit truncation
+bootstraps from the value of the cut-off state.
+"""
+
+import numpy as np
+import torch
+from torch import nn
+
+from deep_rl_zoo import policy_gradient, unrolls
+from deep_rl_zoo.errors import NonFiniteLossError
+from deep_rl_zoo.normalizers import ObservationNormalizer, RewardScaler
+from deep_rl_zoo.schedules import LinearSchedule
+
+
+class Ppo:
+    """The PPO learner: one update (several epochs of minibatch steps) per batch of actor unrolls."""
+
+    agent_name = "PPO"
+
+    def __init__(
+        self,
+        *,
+        network: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        num_actors: int,
+        discount: float,
+        gae_lambda: float,
+        clip_epsilon: float,
+        num_epochs: int,
+        minibatch_size: int,
+        value_coef: float,
+        entropy_coef: float,
+        max_grad_norm: float,
+        learning_rate: LinearSchedule,
+        rng: np.random.Generator,
+        device: torch.device,
+        observation_normalizer: ObservationNormalizer | None = None,
+        reward_scaler: RewardScaler | None = None,
+        value_clip_epsilon: float = 0.0,
+    ):
+        """
+        Args:
+          network: returns an output with `.value` [B] and `.distribution()` (categorical or Gaussian);
+            observations go through `observation_normalizer` inside it, if there is one.
+          num_actors: unrolls per update, one from each actor.
+          clip_epsilon: PPO's clipping range of the probability ratio.
+          num_epochs: passes over the batch per update.
+          minibatch_size: transitions per gradient step.
+          learning_rate: Adam's learning rate as a function of env steps learned from (linear decay).
+          observation_normalizer: the normaliser inside `network`, whose statistics the learner updates
+            from the observations of each batch after learning from it.
+          reward_scaler: divides rewards by the running std of the discounted return, if given.
+          value_clip_epsilon: > 0 uses the clipped value loss of PPO's reference implementation.
+        """
+        self._network = network
+        self._optimizer = optimizer
+        self.messages_per_step = num_actors
+        self._discount = discount
+        self._gae_lambda = gae_lambda
+        self._clip_epsilon = clip_epsilon
+        self._num_epochs = num_epochs
+        self._minibatch_size = minibatch_size
+        self._value_coef = value_coef
+        self._entropy_coef = entropy_coef
+        self._max_grad_norm = max_grad_norm
+        self._learning_rate = learning_rate
+        self._rng = rng
+        self._device = device
+        self._observation_normalizer = observation_normalizer
+        self._reward_scaler = reward_scaler
+        self._value_clip_epsilon = value_clip_epsilon
+        self._env_steps = 0  # transitions learned from (the learning-rate schedule's clock)
+        self._learner_steps = 0  # updates
+        self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
+        self._statistics: dict[str, float] = {}
+
+    @property
+    def shared_module(self) -> nn.Module:
+        return self._network
+
+    def learn(self, payloads: list[unrolls.Unroll]) -> None:
+        for unroll in payloads:
+            if unroll.parameter_version != self._parameter_version:
+                raise RuntimeError(
+                    f"actor {unroll.actor_index} sent an unroll of parameters {unroll.parameter_version}, "
+                    f"the learner is at {self._parameter_version}: PPO needs on-policy unrolls"
+                )
+        rewards = [u.reward for u in payloads]
+        if self._reward_scaler is not None:
+            rewards = [
+                self._reward_scaler.scale(u.actor_index, u.reward, u.terminated | u.truncated)
+                for u in payloads
+            ]
+        batch = unrolls.stack_unrolls(payloads, rewards, self._device)
+        num_steps, num_unrolls = batch.reward.shape
+        with torch.no_grad():  # the critic's targets, with the parameters that collected the batch
+            values = self._network(batch.observation.flatten(0, 1)).value.reshape(num_steps + 1, num_unrolls)
+        advantages, targets = unrolls.advantages_and_returns(batch, values, self._discount, self._gae_lambda)
+
+        valid = batch.valid.flatten()  # drop the pairs from an episode's last state to a reset
+        observation = batch.observation[:-1].flatten(0, 1)[valid]
+        action = batch.action.flatten(0, 1)[valid]
+        old_value = values[:-1].flatten()[valid]
+        advantages, targets = advantages.flatten()[valid], targets.flatten()[valid]
+        with torch.no_grad():  # pi_old: these are the very parameters the actors sampled from
+            old_log_prob, _, _ = unrolls.evaluate_actions(self._network, observation, action)
+
+        for group in self._optimizer.param_groups:
+            group["lr"] = self._learning_rate(self._env_steps)
+        num_transitions = observation.shape[0]
+        sums = dict.fromkeys(
+            ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), 0.0
+        )
+        num_minibatches = 0
+        for _ in range(self._num_epochs):
+            order = torch.as_tensor(self._rng.permutation(num_transitions), device=self._device)
+            for start in range(0, num_transitions, self._minibatch_size):
+                index = order[start : start + self._minibatch_size]
+                if index.numel() < 2:
+                    continue  # a normalised advantage needs two samples
+                statistics = self._minibatch_step(
+                    observation[index], action[index], old_log_prob[index], old_value[index],
+                    advantages[index], targets[index],
+                )  # fmt: skip
+                for key, value in statistics.items():
+                    sums[key] += value
+                num_minibatches += 1
+        if self._observation_normalizer is not None:
+            # After learning, so the update saw the statistics the actors used for this batch.
+            self._observation_normalizer.update(batch.observation[:-1].flatten(0, 1))
+        self._env_steps += num_transitions
+        self._learner_steps += 1
+        self._parameter_version += 1  # the loop publishes right after this returns
+        self._statistics = {key: value / max(num_minibatches, 1) for key, value in sums.items()}
+        self._statistics["learning_rate"] = self._optimizer.param_groups[0]["lr"]
+        self._statistics["explained_variance"] = _explained_variance(old_value, targets)
+
+    def _minibatch_step(self, observation, action, old_log_prob, old_value, advantage, target) -> dict:
+        log_prob, entropy, value = unrolls.evaluate_actions(self._network, observation, action)
+        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        policy = policy_gradient.clipped_surrogate_pg_loss(
+            log_prob, old_log_prob, advantage, self._clip_epsilon
+        )
+        if self._value_clip_epsilon > 0:
+            critic = policy_gradient.clipped_value_loss(value, old_value, target, self._value_clip_epsilon)
+        else:
+            critic = policy_gradient.value_loss(value, target)
+        entropy_term = policy_gradient.entropy_loss(entropy)
+        loss = (
+            policy.loss.mean()
+            + self._value_coef * critic.loss.mean()
+            + self._entropy_coef * entropy_term.loss.mean()
+        )
+        self._optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self._max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
+        self._optimizer.step()
+        loss_value = loss.item()
+        if not np.isfinite(loss_value):
+            raise NonFiniteLossError(self._learner_steps, loss_value)
+        return {
+            "loss": loss_value,
+            "policy_loss": policy.loss.mean().item(),
+            "value_loss": critic.loss.mean().item(),
+            "entropy": entropy_term.extra.entropy.mean().item(),
+            "approx_kl": policy.extra.approx_kl.mean().item(),
+            "clip_fraction": policy.extra.clipped.float().mean().item(),
+        }
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {
+            "learner_steps": self._learner_steps,
+            "env_steps_learned": self._env_steps,
+            **self._statistics,
+        }
+
+    def state_dict(self) -> dict:
+        state = {
+            "network": self._network.state_dict(),
+            "optimizer": self._optimizer.state_dict(),
+            "env_steps": self._env_steps,
+            "learner_steps": self._learner_steps,
+            "rng": self._rng.bit_generator.state,
+        }
+        if self._reward_scaler is not None:
+            state["reward_scaler"] = self._reward_scaler.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self._network.load_state_dict(state["network"])
+        self._optimizer.load_state_dict(state["optimizer"])
+        self._env_steps = state["env_steps"]
+        self._learner_steps = state["learner_steps"]
+        self._rng.bit_generator.state = state["rng"]
+        if self._reward_scaler is not None:
+            self._reward_scaler.load_state_dict(state["reward_scaler"])
+
+
+def _explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:
+    """1 - Var[target - prediction] / Var[target]: 1 is a perfect critic, <= 0 no better than a constant."""
+    variance = target.var()
+    return float("nan") if variance == 0 else float(1 - (target - prediction).var() / variance)

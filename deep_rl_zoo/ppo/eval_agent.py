@@ -1,0 +1,33 @@
+"""Plays a trained PPO agent and records a video of the first episode: discrete agents take their most
+probable action, continuous ones the Gaussian's mean (clipped to the action bounds).
+`python -m deep_rl_zoo.ppo.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
+"""
+
+import dataclasses
+
+from deep_rl_zoo import run_support, unrolls
+from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+from deep_rl_zoo.ppo.agent import Ppo
+from deep_rl_zoo.ppo.train import PpoConfig, build_network
+
+
+def main(config: EvalConfig) -> list[float]:
+    def build_actor(env, device, checkpoint):
+        # Rebuild the trained architecture (and its normaliser) from the run's own flags.
+        names = {f.name for f in dataclasses.fields(PpoConfig)}
+        trained = checkpoint["config"] if checkpoint else {}
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names}
+        network = build_network(PpoConfig(**values), env)
+        if checkpoint is not None:
+            network.load_state_dict(checkpoint["agent"]["network"])
+        network.to(device).eval()
+        return unrolls.ClippedActionActor(
+            PolicyGreedyActor(network, device, Ppo.agent_name), env.action_space
+        )
+
+    return run_support.evaluate(config, Ppo.agent_name, build_actor, action_space="any")
+
+
+if __name__ == "__main__":
+    run_script(EvalConfig, {}, main)

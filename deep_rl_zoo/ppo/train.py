@@ -1,0 +1,145 @@
+"""PPO's configuration, its network/learner/actor builders, and the `main` every run script shares."""
+
+import dataclasses
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from deep_rl_zoo import run_support, unrolls
+from deep_rl_zoo.config import field
+from deep_rl_zoo.errors import require
+from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+from deep_rl_zoo.main_loop import LearnerLink
+from deep_rl_zoo.networks import policy
+from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, RewardScaler
+from deep_rl_zoo.ppo.agent import Ppo
+from deep_rl_zoo.schedules import LinearSchedule
+
+
+@dataclasses.dataclass(frozen=True)
+class PpoConfig(run_support.DistributedConfig):
+    """PPO hyper-parameters. The defaults are the classic-control ones, tuned here on CartPole-v1 (close
+    to RL Baselines3 Zoo's tuned CartPole setting); run_atari and run_continuous use the paper's."""
+
+    num_actors: int = field(4, "Actor processes, each with its own environment and copy of the network.")
+    unroll_length: int = field(64, "Env steps per unroll; an update learns from one unroll per actor.")
+    num_epochs: int = field(10, "Passes over each batch of unrolls.")
+    minibatch_size: int = field(128, "Transitions per gradient step.")
+    learning_rate: float = field(1e-3, "Adam learning rate (at the start, if annealed).")
+    anneal_learning_rate: bool = field(True, "Decay the learning rate linearly to 0 over the whole run.")
+    adam_eps: float = field(1e-5, "Adam epsilon.")
+    discount: float = field(0.98, "Discount factor gamma.")
+    gae_lambda: float = field(0.8, "GAE lambda.")
+    clip_epsilon: float = field(0.2, "Clipping range of the probability ratio.")
+    value_clip_epsilon: float = field(0.0, "> 0: clip the value update to this range around the old value.")
+    value_coef: float = field(0.5, "Weight of the value loss.")
+    entropy_coef: float = field(0.0, "Weight of the entropy bonus.")
+    max_grad_norm: float = field(0.5, "Clip the gradient's global norm to this; 0 disables.")
+    hidden_sizes: tuple[int, ...] = field((64, 64), "Hidden layer sizes of the MLPs (vector observations).")
+    shared_torso: bool = field(False, "One torso for policy and value (always shared on Atari).")
+    normalize_observations: bool = field(False, "Normalise observations by running mean and std.")
+    normalize_rewards: bool = field(False, "Divide rewards by the running std of the discounted return.")
+    initial_action_std: float = field(1.0, "Continuous actions: initial std of the Gaussian policy.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("num_epochs", "minibatch_size", "learning_rate", "clip_epsilon", "initial_action_std"):
+            require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        for name in ("discount", "gae_lambda"):
+            require(
+                0.0 <= getattr(self, name) <= 1.0, f"--{name} must be in [0, 1], got {getattr(self, name)}"
+            )
+        for name in ("value_clip_epsilon", "value_coef", "entropy_coef", "max_grad_norm"):
+            require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")
+        batch = self.num_actors * self.unroll_length
+        require(
+            self.minibatch_size <= batch,
+            f"--minibatch_size={self.minibatch_size} is larger than a batch of --num_actors x --unroll_length"
+            f" = {batch} transitions",
+        )
+
+
+def build_network(config: PpoConfig, env: gym.Env) -> NormalizedNetwork:
+    """The actor-critic (categorical or Gaussian), behind an observation normaliser if configured."""
+    shape = env.observation_space.shape
+    if unrolls.is_continuous(env.action_space):
+        state_dim, action_dim = int(shape[0]), int(env.action_space.shape[0])
+        network = policy.GaussianActorCritic(
+            policy.GaussianMlpActor(state_dim, action_dim, config.hidden_sizes, config.initial_action_std),
+            policy.MlpCritic(state_dim, config.hidden_sizes),
+        )
+    else:
+        network = policy.build_actor_critic_network(
+            shape, int(env.action_space.n), config.hidden_sizes, shared_torso=config.shared_torso
+        )
+    normalizer = ObservationNormalizer(tuple(shape)) if config.normalize_observations else None
+    return NormalizedNetwork(network, normalizer)
+
+
+def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+    """The learner and a greedy evaluation actor sharing its network (in the learner process)."""
+    network = build_network(config, env).to(device)
+    batch = config.num_actors * config.unroll_length
+    num_updates = config.num_iterations * math.ceil(config.num_train_steps / batch)
+    learning_rate = LinearSchedule(
+        begin_value=config.learning_rate,
+        end_value=0.0 if config.anneal_learning_rate else config.learning_rate,
+        begin_t=0,
+        decay_steps=num_updates * batch,
+    )
+    learner = Ppo(
+        network=network,
+        optimizer=torch.optim.Adam(
+            network.parameters(), lr=config.learning_rate, eps=config.adam_eps, fused=True
+        ),
+        num_actors=config.num_actors,
+        discount=config.discount,
+        gae_lambda=config.gae_lambda,
+        clip_epsilon=config.clip_epsilon,
+        num_epochs=config.num_epochs,
+        minibatch_size=config.minibatch_size,
+        value_coef=config.value_coef,
+        entropy_coef=config.entropy_coef,
+        max_grad_norm=config.max_grad_norm,
+        learning_rate=learning_rate,
+        rng=np.random.default_rng(config.seed),
+        device=device,
+        observation_normalizer=network.normalizer if config.normalize_observations else None,
+        reward_scaler=RewardScaler(config.num_actors, config.discount) if config.normalize_rewards else None,
+        value_clip_epsilon=config.value_clip_epsilon,
+    )
+    eval_agent = unrolls.ClippedActionActor(
+        PolicyGreedyActor(network, device, Ppo.agent_name), env.action_space
+    )
+    return run_support.DistributedAgents(learner, eval_agent)
+
+
+def build_actor(
+    config: PpoConfig, env: gym.Env, device: torch.device, link: LearnerLink, seed: int
+) -> tuple[unrolls.UnrollActor, nn.Module]:
+    """Runs in each actor process: a copy of the network and the actor sampling from it."""
+    network = build_network(config, env).to(device).requires_grad_(False)
+    actor = unrolls.UnrollActor(
+        policy=unrolls.policy_part(network),
+        link=link,
+        action_space=env.action_space,
+        observation_space=env.observation_space,
+        unroll_length=config.unroll_length,
+        rng=np.random.default_rng(seed),
+        device=device,
+        agent_name=Ppo.agent_name,
+    )
+    return actor, network
+
+
+def main(config: PpoConfig, action_space: str = "discrete"):
+    return run_support.train_distributed(
+        config,
+        Ppo.agent_name,
+        lambda env, device: build_learner(config, env, device),
+        build_actor,
+        action_space=action_space,
+    )

@@ -1,0 +1,276 @@
+"""Unrolls of on-policy actor-critic agents (A2C, A2C-grad, PPO): the actor that collects them in its
+own process, and the learner-side helpers that batch them and turn them into advantages.
+
+An unroll is T + 1 consecutive timesteps of one actor; consecutive unrolls share their end points
+(the last timestep of one is the first of the next), so no transition is lost between them:
+
+    index        0      1      2      3      4         (T = 4)
+    timestep     s_0    s_1    s_2    s_3    s_4 = s_0 of the next unroll
+    action       a_0    a_1    a_2    a_3    -         (a_t is chosen in s_t)
+    reward       r_1    r_2    r_3    r_4              (received on arriving in s_{t+1})
+    valid        yes    yes    no     yes              (pair t is a transition unless s_t was last)
+                               ^ s_2 ended the episode (terminated or truncated); s_3 is a reset
+
+Pair t (s_t, a_t, r_{t+1}, s_{t+1}) is a transition only when s_t did not end an episode; the pair
+from an episode's last state to the next episode's first state is masked out of every loss. A
+time-limit truncation at s_{t+1} still bootstraps from V(s_{t+1}), the cut-off state itself, which
+the unroll holds.
+"""
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from deep_rl_zoo import multistep
+from deep_rl_zoo.main_loop import LearnerLink
+from deep_rl_zoo.networks import common
+from deep_rl_zoo.networks import policy as policy_networks
+from deep_rl_zoo.normalizers import NormalizedNetwork
+from deep_rl_zoo.types_ import TimeStep
+
+
+class Unroll(NamedTuple):
+    """What an actor sends to the learner (numpy arrays, cheap to pickle)."""
+
+    actor_index: int
+    parameter_version: int  # the parameters that chose every action of the unroll
+    observation: np.ndarray  # [T + 1, *observation_shape], s_0 ... s_T
+    action: np.ndarray  # [T] int64 or [T, D] float32 (unclipped Gaussian samples), a_t in s_t
+    reward: np.ndarray  # [T] float32, r_{t+1}
+    terminated: np.ndarray  # [T] bool, s_{t+1} is terminal
+    truncated: np.ndarray  # [T] bool, s_{t+1} was cut by a time limit
+    valid: np.ndarray  # [T] bool, s_t did not end an episode (so pair t is a transition)
+
+
+def is_continuous(action_space: gym.Space) -> bool:
+    return isinstance(action_space, gym.spaces.Box)
+
+
+def observation_dtype(observation_space: gym.Space) -> np.dtype:
+    """uint8 frames stay bytes (the network scales them); everything else travels as float32."""
+    return (
+        np.dtype(np.uint8) if common.is_image_observation(observation_space.shape) else np.dtype(np.float32)
+    )
+
+
+class UnrollActor:
+    """Acts by sampling the policy; sends each unroll of T steps and then waits for new parameters.
+
+    Waiting makes the algorithm strictly on-policy: every unroll is collected with the parameters the
+    learner holds when it learns from it (synchronous A2C and PPO). `process_unroll` may replace the
+    unroll by what is actually sent (A2C-grad sends gradients computed from it).
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: nn.Module,
+        link: LearnerLink,
+        action_space: gym.Space,
+        observation_space: gym.Space,
+        unroll_length: int,
+        rng: np.random.Generator,
+        device: torch.device,
+        agent_name: str,
+        process_unroll: Any = None,
+    ):
+        """
+        Args:
+          policy: returns `pi_logits` [1, A] or `mean`, `log_std` [1, D] for one observation; the actor's
+            copy of the learner's network, or the policy part of it (acting needs no critic).
+          link: where unrolls go and new parameters come from.
+          rng: draws the actions.
+          process_unroll: turns each finished unroll into what is sent (default: the unroll itself).
+        """
+        self.agent_name = agent_name
+        self._policy = policy
+        self._link = link
+        self._continuous = is_continuous(action_space)
+        self._action_low = getattr(action_space, "low", None)
+        self._action_high = getattr(action_space, "high", None)
+        self._unroll_length = unroll_length
+        self._rng = rng
+        self._device = device
+        self._process_unroll = process_unroll
+        self._observation_dtype = observation_dtype(observation_space)
+        self._no_action = np.zeros(action_space.shape, np.float32) if self._continuous else 0
+        self._clear()
+
+    def _clear(self) -> None:
+        self._observations: list[np.ndarray] = []
+        self._actions: list[Any] = []
+        self._rewards: list[float] = []
+        self._terminated: list[bool] = []
+        self._truncated: list[bool] = []
+        self._valid: list[bool] = []
+
+    def step(self, timestep: TimeStep) -> int | np.ndarray:
+        if self._observations:  # timestep completes the pair that started at the previous one
+            self._rewards.append(float(timestep.reward))
+            self._terminated.append(timestep.terminated)
+            self._truncated.append(timestep.truncated)
+        self._observations.append(np.asarray(timestep.observation, dtype=self._observation_dtype))
+        if len(self._observations) == self._unroll_length + 1:
+            self._send()
+        self._valid.append(not timestep.last)
+        if timestep.last:  # the env resets next; this action is never used
+            self._actions.append(self._no_action)
+            return self._no_action
+        action = self._sample(self._observations[-1])
+        self._actions.append(action)
+        if self._continuous:
+            return np.clip(action, self._action_low, self._action_high)
+        return int(action)
+
+    def _send(self) -> None:
+        unroll = Unroll(
+            actor_index=self._link.actor_index,
+            parameter_version=self._link.parameter_version,
+            observation=np.stack(self._observations),
+            action=np.asarray(self._actions, dtype=np.float32 if self._continuous else np.int64),
+            reward=np.asarray(self._rewards, dtype=np.float32),
+            terminated=np.asarray(self._terminated, dtype=bool),
+            truncated=np.asarray(self._truncated, dtype=bool),
+            valid=np.asarray(self._valid, dtype=bool),
+        )
+        last_observation = self._observations[-1]
+        self._clear()
+        self._observations.append(last_observation)
+        payload = unroll if self._process_unroll is None else self._process_unroll(unroll)
+        self._link.send(payload)
+        self._link.wait_for_new_parameters()
+
+    @torch.inference_mode()
+    def _sample(self, observation: np.ndarray) -> Any:
+        # Sampled in numpy: for one observation, torch.distributions' per-call overhead would cost more
+        # than the whole network.
+        output = self._policy(torch.as_tensor(observation, device=self._device).unsqueeze(0))
+        if self._continuous:
+            mean, std = output.mean[0].cpu().numpy(), output.log_std[0].exp().cpu().numpy()
+            return (mean + std * self._rng.standard_normal(mean.shape)).astype(np.float32)
+        logits = output.pi_logits[0].double().cpu().numpy()
+        cumulative = np.cumsum(np.exp(logits - logits.max()))
+        return int(np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right"))
+
+    def reset(self) -> None:
+        pass  # episodes follow each other inside unrolls, marked by `valid`
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {"parameter_version": self._link.parameter_version}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class ClippedActionActor:
+    """Clips a continuous actor's actions to the action space's bounds (the Gaussian's mean may leave
+    them); passes discrete actions through."""
+
+    def __init__(self, actor: Any, action_space: gym.Space):
+        self._actor = actor
+        self.agent_name = actor.agent_name
+        self._space = action_space
+
+    def step(self, timestep: TimeStep):
+        action = self._actor.step(timestep)
+        if is_continuous(self._space):
+            return np.clip(action, self._space.low, self._space.high)
+        return action
+
+    def reset(self) -> None:
+        self._actor.reset()
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return self._actor.statistics
+
+    def state_dict(self) -> dict:
+        return self._actor.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self._actor.load_state_dict(state)
+
+
+# --- Learner side ---
+
+
+class UnrollBatch(NamedTuple):
+    """Unrolls of B actors stacked time-major, as tensors on the learner's device."""
+
+    observation: torch.Tensor  # [T + 1, B, ...]
+    action: torch.Tensor  # [T, B] or [T, B, D]
+    reward: torch.Tensor  # [T, B]
+    terminated: torch.Tensor  # [T, B] bool
+    truncated: torch.Tensor  # [T, B] bool
+    valid: torch.Tensor  # [T, B] bool
+
+
+def stack_unrolls(unrolls: list[Unroll], rewards: list[np.ndarray], device: torch.device) -> UnrollBatch:
+    """Stacks unrolls along a new batch axis 1. `rewards` replaces each unroll's rewards (e.g. scaled)."""
+    lengths = {len(u.reward) for u in unrolls}
+    if len(lengths) != 1:
+        raise ValueError(f"unrolls of different lengths {sorted(lengths)}")
+
+    def stack(arrays: list[np.ndarray]) -> torch.Tensor:
+        return torch.as_tensor(np.stack(arrays, axis=1), device=device)
+
+    return UnrollBatch(
+        observation=stack([u.observation for u in unrolls]),
+        action=stack([u.action for u in unrolls]),
+        reward=stack([np.asarray(r, dtype=np.float32) for r in rewards]),
+        terminated=stack([u.terminated for u in unrolls]),
+        truncated=stack([u.truncated for u in unrolls]),
+        valid=stack([u.valid for u in unrolls]),
+    )
+
+
+def advantages_and_returns(
+    batch: UnrollBatch, values: torch.Tensor, discount: float, lambda_: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE advantages and lambda-return targets [T, B] of an unroll batch (garbage where not valid).
+
+    Episode ends inside the unroll become a zero discount; at a time-limit truncation the bootstrap
+    gamma * V(s_{t+1}) of the cut-off state is folded into the reward instead, as `multistep`
+    prescribes, so a truncation bootstraps while a termination does not:
+
+        r'_t        = r_{t+1} + gamma * V(s_{t+1})   if s_{t+1} was truncated (and not terminated)
+        discount'_t = 0 if s_{t+1} ended the episode, else gamma
+        A_t         = GAE(r', discount', lambda, V);   target_t = A_t + V(s_t)
+
+    Args:
+      batch: the unrolls; rewards already scaled if the agent scales them.
+      values: V(s_0) ... V(s_T), [T + 1, B].
+      discount: gamma.
+      lambda_: GAE's lambda; 1 gives n-step returns bootstrapped at the end of the unroll (A2C).
+    """
+    with torch.no_grad():
+        ended = batch.terminated | batch.truncated
+        bootstrap_at_truncation = (batch.truncated & ~batch.terminated).float() * discount * values[1:]
+        r_t = batch.reward + bootstrap_at_truncation
+        discount_t = discount * (~ended).float()
+        advantages = multistep.generalized_advantage_estimation(r_t, discount_t, lambda_, values)
+        return advantages, advantages + values[:-1]
+
+
+def evaluate_actions(
+    network: nn.Module, observation: torch.Tensor, action: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """log pi(a|s), entropy of pi(.|s) and V(s) for a flat batch [N, ...] of observations and actions."""
+    output = network(observation)
+    distribution = output.distribution()
+    return distribution.log_prob(action), distribution.entropy(), output.value
+
+
+def policy_part(network: NormalizedNetwork) -> nn.Module:
+    """What an actor needs to act: the policy alone when the critic has its own torso (half the work)."""
+    inner = network.network
+    if isinstance(inner, (policy_networks.SeparateActorCritic, policy_networks.GaussianActorCritic)):
+        return NormalizedNetwork(inner.actor, network.normalizer)  # shares the very same parameters
+    return network
