@@ -274,9 +274,16 @@ def categorical_projection(z_p: torch.Tensor, probs: torch.Tensor, z_q: torch.Te
     spacing = z_q[1:] - z_q[:-1]
     if not bool((spacing > 0).all()) or not torch.allclose(spacing, spacing[0].expand_as(spacing), rtol=1e-4):
         raise ValueError("z_q must be evenly spaced and increasing")
-    clipped = z_p.clamp(float(z_q[0]), float(z_q[-1]))  # [B, K]
-    hat = (1.0 - (clipped.unsqueeze(2) - z_q.view(1, 1, -1)).abs() / spacing[0]).clamp(min=0.0)  # [B, K, M]
-    return (probs.unsqueeze(2) * hat).sum(dim=1)
+    # Fractional position of each clipped atom on the support: between support atoms `lower` and
+    # `lower + 1`, which get (lower + 1 - position) and (position - lower) of its mass (the hat above).
+    num_atoms = z_q.shape[0]
+    position = (z_p.clamp(float(z_q[0]), float(z_q[-1])) - z_q[0]) / spacing[0]  # [B, K] in [0, M - 1]
+    lower = position.floor().clamp(0, num_atoms - 1)
+    upper_weight = position - lower  # 0 when the atom sits on a support point (or on the last one)
+    out = torch.zeros(probs.shape[0], num_atoms, dtype=probs.dtype, device=probs.device)
+    out.scatter_add_(1, lower.long(), probs * (1.0 - upper_weight))
+    out.scatter_add_(1, (lower.long() + 1).clamp(max=num_atoms - 1), probs * upper_weight)
+    return out
 
 
 def _check_categorical_inputs(atoms_tm1, logits_q_tm1, a_tm1, r_t, discount_t, atoms_t, logits_q_t) -> None:

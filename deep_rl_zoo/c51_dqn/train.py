@@ -52,7 +52,9 @@ def build_agents(config: C51Config, env: gym.Env, device: torch.device) -> run_s
         )
     train_agent = agent.C51Dqn(
         network=network,
-        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        optimizer=torch.optim.Adam(
+            network.parameters(), lr=config.learning_rate, eps=config.adam_eps, fused=True
+        ),
         replay=replay_lib.UniformReplay(
             config.replay_capacity, rng=np.random.default_rng(rng.integers(2**63))
         ),

@@ -42,7 +42,9 @@ def build_agents(config: DoubleDqnConfig, env: gym.Env, device: torch.device) ->
         )
     train_agent = agent.DoubleDqn(
         network=network,
-        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        optimizer=torch.optim.Adam(
+            network.parameters(), lr=config.learning_rate, eps=config.adam_eps, fused=True
+        ),
         replay=replay_lib.UniformReplay(
             config.replay_capacity, rng=np.random.default_rng(rng.integers(2**63))
         ),

@@ -67,7 +67,9 @@ def build_agents(config: PrioritizedDqnConfig, env: gym.Env, device: torch.devic
         )
     train_agent = agent.PrioritizedDqn(
         network=network,
-        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        optimizer=torch.optim.Adam(
+            network.parameters(), lr=config.learning_rate, eps=config.adam_eps, fused=True
+        ),
         replay=replay_lib.PrioritizedReplay(
             config.replay_capacity,
             priority_exponent=config.priority_exponent,
