@@ -28,7 +28,7 @@ class RainbowConfig(RunConfig):
     adam_eps: float = field(1e-8, "Adam epsilon.")
     discount: float = field(0.99, "Discount factor gamma.")
     n_step: int = field(3, "Steps of the bootstrapped return.")
-    learn_interval: int = field(1, "Env steps between two gradient steps.")
+    learn_interval: int = field(2, "Env steps between two gradient steps (2 was faster than 1 here).")
     target_network_update_period: int = field(200, "Gradient steps between two target-network copies.")
     num_atoms: int = field(51, "Atoms of the categorical return distribution.")
     v_min: float = field(-100.0, "Smallest atom (a return).")
