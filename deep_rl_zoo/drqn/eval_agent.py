@@ -1,5 +1,6 @@
 """Plays a trained DRQN greedily (carrying its LSTM state) and records a video:
-`python -m deep_rl_zoo.drqn.eval_agent --environment_name=Pong --environment_frame_stack=1 --load_checkpoint_file=latest`.
+`python -m deep_rl_zoo.drqn.eval_agent --environment_name=Pong --environment_frame_stack=1
+--load_checkpoint_file=latest`.
 """
 
 import numpy as np

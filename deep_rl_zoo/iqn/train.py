@@ -21,9 +21,9 @@ class IqnConfig(RunConfig):
     """IQN hyper-parameters. Atari defaults (run_atari) follow Dabney et al. 2018; the classic-control
     defaults below were tuned here on CartPole-v1 (3-step returns, a faster target refresh)."""
 
-    num_online_taus: int = field(32, "N: fractions sampled per example for the online quantiles.")
-    num_target_taus: int = field(32, "N': fractions sampled per example for the target quantiles.")
-    num_acting_taus: int = field(32, "K: fractions averaged into Q when acting and choosing the target a*.")
+    num_online_taus: int = field(16, "N: fractions sampled per example for the online quantiles.")
+    num_target_taus: int = field(16, "N': fractions sampled per example for the target quantiles.")
+    num_acting_taus: int = field(16, "K: fractions averaged into Q when acting and choosing the target a*.")
     tau_embedding_size: int = field(64, "Cosines cos(pi * i * tau), i = 1..this, embedding each fraction.")
     huber_delta: float = field(1.0, "kappa of the quantile Huber loss; 0 for the plain quantile loss.")
     replay_capacity: int = field(50_000, "Transitions the replay holds.")
@@ -66,7 +66,8 @@ class IqnConfig(RunConfig):
         )
         require(
             self.min_replay_size <= self.replay_capacity,
-            f"--min_replay_size={self.min_replay_size} is larger than --replay_capacity={self.replay_capacity}",
+            f"--min_replay_size={self.min_replay_size} is larger than "
+            f"--replay_capacity={self.replay_capacity}",
         )
         require(0.0 <= self.discount <= 1.0, f"--discount must be in [0, 1], got {self.discount}")
         require(self.learning_rate > 0, f"--learning_rate must be positive, got {self.learning_rate}")

@@ -60,7 +60,8 @@ class QrDqnConfig(RunConfig):
         )
         require(
             self.min_replay_size <= self.replay_capacity,
-            f"--min_replay_size={self.min_replay_size} is larger than --replay_capacity={self.replay_capacity}",
+            f"--min_replay_size={self.min_replay_size} is larger than "
+            f"--replay_capacity={self.replay_capacity}",
         )
         require(0.0 <= self.discount <= 1.0, f"--discount must be in [0, 1], got {self.discount}")
         require(self.learning_rate > 0, f"--learning_rate must be positive, got {self.learning_rate}")
