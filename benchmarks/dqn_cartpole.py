@@ -1,0 +1,139 @@
+"""Env steps and wall time DQN's default `run_classic` flags need to solve CartPole-v1, over several seeds.
+
+Each seed runs `dqn.train.main` in this process with `DqnConfig`'s defaults (10 iterations of 5,000
+training env steps then 5,000 greedy evaluation env steps, stop once solved). A seed's steps-to-threshold
+is the training env-step count of the first iteration whose greedy evaluation mean over at least 10
+whole episodes reaches 475 (CartPole-v1's reward threshold); evaluations happen every 5,000 env steps,
+so the figure is a multiple of 5,000. Wall time covers the whole run, evaluations included.
+
+Prints one row per seed and a verdict against the target "at least 4 of 5 seeds within 50,000 env
+steps" (in general: at least 80% of the seeds); exits with status 1 when it is missed.
+
+    python benchmarks/dqn_cartpole.py [--seeds=1,2,3,4,5] [--set learning_rate=5e-4 --set batch_size=128]
+"""
+
+import argparse
+import csv
+import dataclasses
+import math
+import os
+import sys
+import tempfile
+import time
+import typing
+from pathlib import Path
+
+try:
+    from deep_rl_zoo.dqn import train
+except ImportError:  # run as a script from a checkout that was not `pip install -e`-ed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from deep_rl_zoo.dqn import train
+
+THRESHOLD = 475.0  # CartPole-v1's reward_threshold
+MIN_EVAL_EPISODES = 10
+MAX_ENV_STEPS = 50_000
+REQUIRED_FRACTION = 0.8  # 4 of 5 seeds
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """`name=value` strings -> DqnConfig field values of the right type (for tuning experiments)."""
+    hints = typing.get_type_hints(train.DqnConfig)
+    overrides = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in hints:
+            raise SystemExit(f"--set: DqnConfig has no field {name!r}")
+        hint = hints[name]
+        if typing.get_origin(hint) is tuple:
+            overrides[name] = tuple(int(x) for x in value.split(","))
+        elif hint is bool:
+            overrides[name] = value.lower() in ("1", "true", "yes")
+        else:
+            overrides[name] = hint(value)
+    return overrides
+
+
+def run_seed(seed: int, overrides: dict, work_dir: str) -> dict:
+    """Trains one seed with the defaults (plus `overrides`); returns its steps-to-threshold and wall time."""
+    csv_path = os.path.join(work_dir, f"seed{seed}.csv")
+    config = train.DqnConfig(
+        **{
+            "seed": seed,
+            "checkpoint_dir": os.path.join(work_dir, f"checkpoints{seed}"),
+            "runs_dir": os.path.join(work_dir, "runs"),
+            "results_csv_path": csv_path,
+            "use_tensorboard": False,
+            "show_progress": False,
+            **overrides,
+        }
+    )
+    start = time.perf_counter()
+    state = train.main(config)
+    wall_s = time.perf_counter() - start
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    steps_to_threshold = None
+    for row in rows:
+        if (
+            float(row["eval_mean_episode_return"]) >= THRESHOLD
+            and int(row["eval_num_episodes"]) >= MIN_EVAL_EPISODES
+        ):
+            steps_to_threshold = int(row["train_env_steps"])
+            break
+    return {
+        "seed": seed,
+        "steps_to_threshold": steps_to_threshold,
+        "env_steps": state.train_env_steps,
+        "wall_s": wall_s,
+        "best_eval": max(float(r["eval_mean_episode_return"]) for r in rows),
+        "evals": [round(float(r["eval_mean_episode_return"])) for r in rows],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="1,2,3,4,5", help="Comma-separated seeds.")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="Override a DqnConfig default."
+    )
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    overrides = parse_overrides(args.set)
+    defaults = train.DqnConfig(**overrides)
+    shown = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(train.DqnConfig)}
+    print("config:", {k: v for k, v in shown.items() if k not in ("checkpoint_dir", "runs_dir", "tag")})
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="dqn_cartpole_") as work_dir:
+        for seed in seeds:
+            result = run_seed(seed, overrides, work_dir)
+            results.append(result)
+            print(
+                f"seed {seed}: steps to {THRESHOLD:.0f} {result['steps_to_threshold'] or '-'}, "
+                f"wall {result['wall_s']:.1f} s, evals {result['evals']}",
+                flush=True,
+            )
+
+    print()
+    print(f"| seed | env steps to eval mean >= {THRESHOLD:.0f} | env steps run | wall time (s) | best eval |")
+    print("|---:|---:|---:|---:|---:|")
+    for r in results:
+        steps = r["steps_to_threshold"]
+        print(
+            f"| {r['seed']} | {steps if steps is not None else 'not reached'} | {r['env_steps']} "
+            f"| {r['wall_s']:.1f} | {r['best_eval']:.1f} |"
+        )
+    solved = [
+        r for r in results if r["steps_to_threshold"] is not None and r["steps_to_threshold"] <= MAX_ENV_STEPS
+    ]
+    required = math.ceil(REQUIRED_FRACTION * len(seeds))
+    ok = len(solved) >= required
+    print(
+        f"\n{len(solved)} of {len(seeds)} seeds reached {THRESHOLD:.0f} within {MAX_ENV_STEPS:,} env steps "
+        f"(target: at least {required}): {'PASS' if ok else 'FAIL'}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
