@@ -85,6 +85,7 @@ class Ppo:
         return self._network
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
+        payloads = sorted(payloads, key=lambda u: u.actor_index)  # arrival order varies; results must not
         for unroll in payloads:
             if unroll.parameter_version != self._parameter_version:
                 raise RuntimeError(

@@ -1,0 +1,84 @@
+"""Env steps per second of Atari data collection with 1, 2, ... actor processes feeding one learner.
+
+Each actor runs the real acting path of our distributed agents: its own Pong env (Nature-DQN
+preprocessing), PPO's Nature-CNN actor-critic on the CPU sampling every action (`unrolls.UnrollActor`),
+unrolls of 128 steps sent through `main_loop.ActorPool`'s queue. The learner only consumes: it takes
+every unroll off the queue and publishes the same parameters again (so the actors' wait for new
+parameters is as short as it can be and the figure measures collection, not learning).
+
+    python benchmarks/distributed_scaling.py --num_actors=1,2 --seconds=30
+
+For each actor count: start the pool, wait until every actor has delivered one unroll (start-up and
+imports excluded), then count env steps delivered during `--seconds`. Target (issue 5): 2 actors
+reach >= 1.7x the env steps/s of 1 actor on a 2-core machine. The machine must be otherwise idle for
+that to be possible: with other work running, the actors share the cores with it.
+"""
+
+import argparse
+import functools
+import sys
+import time
+
+import torch
+
+from deep_rl_zoo import gym_env, main_loop
+from deep_rl_zoo.ppo import train
+
+UNROLL_LENGTH = 128
+
+
+def build_actor(config: train.PpoConfig, actor_index: int, device: torch.device, link: main_loop.LearnerLink):
+    torch.set_num_threads(1)
+    env = gym_env.create_atari_environment(config.environment_name, seed=actor_index)
+    actor, network = train.build_actor(config, env, device, link, seed=actor_index)
+    return env, actor, network
+
+
+def measure(num_actors: int, seconds: float) -> float:
+    config = train.PpoConfig(environment_name="Pong", num_actors=num_actors, unroll_length=UNROLL_LENGTH,
+                             minibatch_size=64, shared_torso=True)  # fmt: skip
+    env = gym_env.create_atari_environment(config.environment_name, seed=0)
+    network = train.build_network(config, env)
+    env.close()
+    pool = main_loop.ActorPool(
+        network,
+        functools.partial(build_actor, config),
+        seeds=list(range(num_actors)),
+        devices=[torch.device("cpu")] * num_actors,
+        queue_size=2 * num_actors,
+    )
+    with pool:
+        warmed_up: set[int] = set()
+        while len(warmed_up) < num_actors:  # every actor has started and sent once
+            warmed_up.add(pool.get().actor_index)
+            pool.publish(network)
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            steps += pool.get().num_env_steps
+            pool.publish(network)
+        return steps / (time.perf_counter() - start)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num_actors", default="1,2", help="Comma-separated actor counts.")
+    parser.add_argument("--seconds", type=float, default=30.0, help="Measuring time per actor count.")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    counts = [int(x) for x in args.num_actors.split(",")]
+    rates = {}
+    for count in counts:
+        rates[count] = measure(count, args.seconds)
+        print(
+            f"{count} actor(s): {rates[count]:.0f} env steps/s ({rates[count] / rates[counts[0]]:.2f}x)",
+            flush=True,
+        )
+    if 1 in rates and 2 in rates:
+        speedup = rates[2] / rates[1]
+        print(f"2 actors / 1 actor = {speedup:.2f}; target >= 1.70: {'PASS' if speedup >= 1.7 else 'FAIL'}")
+        return 0 if speedup >= 1.7 else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""A2C: the synchronous advantage actor-critic (Mnih et al. 2016, "Asynchronous Methods for Deep
+Reinforcement Learning", https://arxiv.org/abs/1602.01783, in its synchronous form), and A2C-grad.
+
+A2C: actors (`unrolls.UnrollActor`) sample the policy for T steps, send the unroll and wait; the
+learner takes one unroll from every actor and makes one gradient step on
+
+    loss = -log pi(a_t|s_t) A_t + value_coef * 0.5 (G_t - V(s_t))^2 - entropy_coef * H(pi(.|s_t)),
+    G_t  = r_{t+1} + gamma r_{t+2} + ... + gamma^{T-t} V(s_T)   (n-step return, bootstrapped),
+    A_t  = G_t - V(s_t),
+
+then publishes the new parameters.
+
+A2C-grad: each actor computes that same loss's gradient on its own unroll and sends the gradient
+instead of the data; the learner averages the actors' gradients and applies one optimiser step.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from deep_rl_zoo import policy_gradient, unrolls
+from deep_rl_zoo.errors import NonFiniteLossError
+
+
+def a2c_loss(
+    network: nn.Module,
+    batch: unrolls.UnrollBatch,
+    discount: float,
+    value_coef: float,
+    entropy_coef: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """A2C's loss, averaged over the valid transitions of a batch of unrolls, and its parts."""
+    num_steps, num_unrolls = batch.reward.shape
+    valid = batch.valid.flatten()
+    output = network(batch.observation.flatten(0, 1))  # all T + 1 states in one forward pass
+    values = output.value.reshape(num_steps + 1, num_unrolls)
+    # lambda = 1: n-step returns bootstrapped from V(s_T) (and from the cut-off state at truncations).
+    advantages, targets = unrolls.advantages_and_returns(batch, values.detach(), discount, 1.0)
+    # s_T has no action in this unroll: give it a copy of a_{T-1}, then drop it with the invalid pairs.
+    padded_action = torch.cat([batch.action, batch.action[-1:]]).flatten(0, 1)
+    distribution = output.distribution()
+    log_prob = distribution.log_prob(padded_action).reshape(num_steps + 1, num_unrolls)[:-1].flatten()[valid]
+    entropy = distribution.entropy().reshape(num_steps + 1, num_unrolls)[:-1].flatten()[valid]
+    policy = policy_gradient.policy_gradient_loss(log_prob, advantages.flatten()[valid])
+    critic = policy_gradient.value_loss(values[:-1].flatten()[valid], targets.flatten()[valid])
+    entropy_term = policy_gradient.entropy_loss(entropy)
+    loss = policy.loss.mean() + value_coef * critic.loss.mean() + entropy_coef * entropy_term.loss.mean()
+    return loss, {
+        "loss": loss.item(),
+        "policy_loss": policy.loss.mean().item(),
+        "value_loss": critic.loss.mean().item(),
+        "entropy": entropy_term.extra.entropy.mean().item(),
+    }
+
+
+class _Learner:
+    """What A2C and A2C-grad share: the optimiser step, statistics and checkpoints."""
+
+    agent_name = "A2C"
+
+    def __init__(
+        self,
+        *,
+        network: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        num_actors: int,
+        discount: float,
+        value_coef: float,
+        entropy_coef: float,
+        max_grad_norm: float,
+        device: torch.device,
+    ):
+        self._network = network
+        self._optimizer = optimizer
+        self.messages_per_step = num_actors
+        self._discount = discount
+        self._value_coef = value_coef
+        self._entropy_coef = entropy_coef
+        self._max_grad_norm = max_grad_norm
+        self._device = device
+        self._learner_steps = 0
+        self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
+        self._statistics: dict[str, float] = {}
+
+    @property
+    def shared_module(self) -> nn.Module:
+        return self._network
+
+    def _check_on_policy(self, payloads) -> None:
+        for payload in payloads:
+            if payload.parameter_version != self._parameter_version:
+                raise RuntimeError(
+                    f"actor {payload.actor_index} sent data of parameters {payload.parameter_version}, "
+                    f"the learner is at {self._parameter_version}: A2C is synchronous"
+                )
+
+    def _apply_gradients(self, loss_value: float) -> None:
+        if not np.isfinite(loss_value):
+            raise NonFiniteLossError(self._learner_steps, loss_value)
+        if self._max_grad_norm > 0:
+            norm = nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
+            self._statistics["gradient_norm"] = float(norm)
+        self._optimizer.step()
+        self._learner_steps += 1
+        self._parameter_version += 1  # the loop publishes right after
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {"learner_steps": self._learner_steps, **self._statistics}
+
+    def state_dict(self) -> dict:
+        return {
+            "network": self._network.state_dict(),
+            "optimizer": self._optimizer.state_dict(),
+            "learner_steps": self._learner_steps,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._network.load_state_dict(state["network"])
+        self._optimizer.load_state_dict(state["optimizer"])
+        self._learner_steps = state["learner_steps"]
+
+
+class A2c(_Learner):
+    """The A2C learner: one gradient step on the unrolls of all actors."""
+
+    agent_name = "A2C"
+
+    def learn(self, payloads: list[unrolls.Unroll]) -> None:
+        payloads = sorted(payloads, key=lambda u: u.actor_index)  # arrival order varies; results must not
+        self._check_on_policy(payloads)
+        batch = unrolls.stack_unrolls(payloads, [u.reward for u in payloads], self._device)
+        loss, self._statistics = a2c_loss(
+            self._network, batch, self._discount, self._value_coef, self._entropy_coef
+        )
+        self._optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self._apply_gradients(self._statistics["loss"])
+
+
+class Gradient(NamedTuple):
+    """What an A2C-grad actor sends: the gradient of A2C's loss on its own unroll."""
+
+    actor_index: int
+    parameter_version: int
+    gradient: np.ndarray  # [num_parameters] float32, in `network.parameters()` order
+    statistics: dict
+
+
+class GradientComputer:
+    """Runs in an A2C-grad actor: turns each unroll into the gradient of A2C's loss on it."""
+
+    def __init__(
+        self,
+        network: nn.Module,
+        discount: float,
+        value_coef: float,
+        entropy_coef: float,
+        device: torch.device,
+    ):
+        self._network = network
+        self._discount = discount
+        self._value_coef = value_coef
+        self._entropy_coef = entropy_coef
+        self._device = device
+
+    def __call__(self, unroll: unrolls.Unroll) -> Gradient:
+        batch = unrolls.stack_unrolls([unroll], [unroll.reward], self._device)
+        self._network.zero_grad(set_to_none=False)
+        loss, statistics = a2c_loss(
+            self._network, batch, self._discount, self._value_coef, self._entropy_coef
+        )
+        loss.backward()
+        gradient = torch.cat([p.grad.flatten() for p in self._network.parameters()])
+        return Gradient(unroll.actor_index, unroll.parameter_version, gradient.cpu().numpy(), statistics)
+
+
+class A2cGrad(_Learner):
+    """The A2C-grad learner: averages the actors' gradients and applies one optimiser step."""
+
+    agent_name = "A2C-grad"
+
+    def learn(self, payloads: list[Gradient]) -> None:
+        payloads = sorted(payloads, key=lambda g: g.actor_index)  # float sums depend on the order
+        self._check_on_policy(payloads)
+        mean_gradient = torch.as_tensor(np.mean([p.gradient for p in payloads], axis=0), device=self._device)
+        offset = 0
+        for parameter in self._network.parameters():
+            size = parameter.numel()
+            parameter.grad = mean_gradient[offset : offset + size].view_as(parameter).clone()
+            offset += size
+        self._statistics = {
+            key: float(np.mean([p.statistics[key] for p in payloads])) for key in payloads[0].statistics
+        }
+        self._apply_gradients(self._statistics["loss"])

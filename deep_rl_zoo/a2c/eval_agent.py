@@ -1,0 +1,40 @@
+"""Plays a trained A2C (or, with --agent_name=A2C-grad, A2C-grad) agent greedily and records a video:
+`python -m deep_rl_zoo.a2c.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
+"""
+
+import dataclasses
+
+from deep_rl_zoo import run_support
+from deep_rl_zoo.a2c.agent import A2c, A2cGrad
+from deep_rl_zoo.a2c.train import A2cConfig, build_network
+from deep_rl_zoo.config import EvalConfig, field, run_script
+from deep_rl_zoo.errors import require
+from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+
+
+@dataclasses.dataclass(frozen=True)
+class A2cEvalConfig(EvalConfig):
+    agent_name: str = field("A2C", "Whose checkpoints to play: A2C or A2C-grad.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        names = (A2c.agent_name, A2cGrad.agent_name)
+        require(self.agent_name in names, f"--agent_name must be one of {names}, got {self.agent_name!r}")
+
+
+def main(config: A2cEvalConfig) -> list[float]:
+    def build_actor(env, device, checkpoint):
+        names = {f.name for f in dataclasses.fields(A2cConfig)}
+        trained = checkpoint["config"] if checkpoint else {}
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names}
+        network = build_network(A2cConfig(**values), env)
+        if checkpoint is not None:
+            network.load_state_dict(checkpoint["agent"]["network"])
+        network.to(device).eval()
+        return PolicyGreedyActor(network, device, config.agent_name)
+
+    return run_support.evaluate(config, config.agent_name, build_actor)
+
+
+if __name__ == "__main__":
+    run_script(A2cEvalConfig, {}, main)

@@ -1,0 +1,167 @@
+"""A2C and A2C-grad: the loss, gradient averaging equals the batch gradient, smoke runs of every
+script, resume, bad input, and learning tests on CartPole."""
+
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from deep_rl_zoo import unrolls
+from deep_rl_zoo.a2c import agent, eval_agent, run_atari, train
+from deep_rl_zoo.errors import ConfigError
+
+
+def _config(tmp_path, **overrides) -> train.A2cConfig:
+    values = dict(
+        environment_name="CartPole-v1",
+        num_iterations=2,
+        num_train_steps=48,
+        num_eval_steps=50,
+        num_actors=2,
+        unroll_length=8,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    values.update(overrides)
+    return train.A2cConfig(**values)
+
+
+def _unroll(actor_index, version=1, length=6, terminated_at=None):
+    rng = np.random.default_rng(actor_index)
+    terminated = np.zeros(length, bool)
+    valid = np.ones(length, bool)
+    if terminated_at is not None:
+        terminated[terminated_at] = True
+        valid[terminated_at + 1] = False  # the pair from the terminal state to the reset
+    return unrolls.Unroll(
+        actor_index=actor_index,
+        parameter_version=version,
+        observation=rng.standard_normal((length + 1, 4)).astype(np.float32),
+        action=rng.integers(0, 2, length),
+        reward=np.ones(length, np.float32),
+        terminated=terminated,
+        truncated=np.zeros(length, bool),
+        valid=valid,
+    )
+
+
+def test_gradient_averaging_equals_the_gradient_of_the_batch_loss(tmp_path):
+    # With equally many valid steps per unroll, mean of per-unroll gradients = gradient of the batch
+    # loss: A2C-grad and A2C take the same step.
+    config = _config(tmp_path)
+    env = gym.make("CartPole-v1")
+    network = train.build_network(config, env)
+    payloads = [_unroll(0), _unroll(1)]
+    computer = agent.GradientComputer(network, 0.99, 0.5, 0.01, torch.device("cpu"))
+    averaged = np.mean([computer(u).gradient for u in payloads], axis=0)
+
+    network.zero_grad()
+    batch = unrolls.stack_unrolls(payloads, [u.reward for u in payloads], torch.device("cpu"))
+    loss, _ = agent.a2c_loss(network, batch, 0.99, 0.5, 0.01)
+    loss.backward()
+    batch_gradient = torch.cat([p.grad.flatten() for p in network.parameters()]).numpy()
+    np.testing.assert_allclose(averaged, batch_gradient, rtol=1e-4, atol=1e-6)
+
+
+def test_a2c_grad_learner_applies_the_mean_gradient(tmp_path):
+    config = _config(tmp_path, max_grad_norm=0.0, learning_rate=0.1)
+    env = gym.make("CartPole-v1")
+    learner = train.build_learner(config, env, torch.device("cpu"), gradients_from_actors=True).learner
+    size = sum(p.numel() for p in learner.shared_module.parameters())
+    gradients = [
+        agent.Gradient(0, 1, np.full(size, 1.0, np.float32), {"loss": 1.0}),
+        agent.Gradient(1, 1, np.full(size, 3.0, np.float32), {"loss": 3.0}),
+    ]
+    before = [p.detach().clone() for p in learner.shared_module.parameters()]
+    learner.learn(gradients)
+    # mean gradient (1 + 3) / 2 = 2 everywhere; the parameters moved against it.
+    for old, new in zip(before, learner.shared_module.parameters(), strict=True):
+        assert (new < old).all()
+    assert learner.statistics["loss"] == 2.0  # (1 + 3) / 2
+
+
+def test_termination_inside_an_unroll_changes_the_loss(tmp_path):
+    network = train.build_network(_config(tmp_path), gym.make("CartPole-v1"))
+    plain = unrolls.stack_unrolls([_unroll(0)], [_unroll(0).reward], torch.device("cpu"))
+    ended = _unroll(0, terminated_at=2)
+    terminated = unrolls.stack_unrolls([ended], [ended.reward], torch.device("cpu"))
+    loss_plain, _ = agent.a2c_loss(network, plain, 0.99, 0.5, 0.01)
+    loss_terminated, _ = agent.a2c_loss(network, terminated, 0.99, 0.5, 0.01)
+    assert loss_plain.item() != pytest.approx(loss_terminated.item())
+
+
+def test_learner_refuses_data_of_old_parameters(tmp_path):
+    learner = train.build_learner(
+        _config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu"), False
+    ).learner
+    with pytest.raises(RuntimeError, match="A2C is synchronous"):
+        learner.learn([_unroll(0, version=1), _unroll(1, version=0)])
+
+
+def test_continuous_env_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="discrete"):
+        train.main(_config(tmp_path, environment_name="Pendulum-v1"))
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("gradients_from_actors", [False, True])
+def test_run_classic_resume_and_eval_agent(tmp_path, gradients_from_actors):
+    main = train.main_grad if gradients_from_actors else train.main
+    name = "A2C-grad" if gradients_from_actors else "A2C"
+    state = main(_config(tmp_path, num_iterations=1))
+    assert state.train_env_steps >= 48
+    resumed = main(_config(tmp_path, num_iterations=2, resume=True))
+    assert resumed.next_iteration == 2 and resumed.train_env_steps >= 2 * 48
+    assert os.path.isfile(tmp_path / "checkpoints" / f"{name}_CartPole-v1_1.ckpt")
+    returns = eval_agent.main(
+        eval_agent.A2cEvalConfig(
+            agent_name=name,
+            num_episodes=1,
+            load_checkpoint_file="latest",
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+            recording_video_dir="",
+        )
+    )
+    assert len(returns) == 1
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("gradients_from_actors", [False, True])
+def test_run_atari_smoke(tmp_path, gradients_from_actors):
+    config = train.A2cConfig(
+        **{
+            **run_atari.DEFAULTS,
+            "num_iterations": 1,
+            "num_train_steps": 10,
+            "num_eval_steps": 20,
+            "max_episode_steps": 40,
+            "num_actors": 2,
+            "checkpoint_dir": str(tmp_path / "checkpoints"),
+            "runs_dir": str(tmp_path / "runs"),
+            "use_tensorboard": False,
+            "show_progress": False,
+        }
+    )
+    state = (train.main_grad if gradients_from_actors else train.main)(config)
+    assert state.train_env_steps >= 10
+
+
+@pytest.mark.learning
+@pytest.mark.parametrize("gradients_from_actors", [False, True])
+def test_a2c_learns_cartpole(tmp_path, gradients_from_actors):
+    config = _config(
+        tmp_path,
+        num_iterations=4,
+        num_train_steps=25_000,
+        num_eval_steps=5_000,
+        num_actors=train.A2cConfig.num_actors,
+        unroll_length=train.A2cConfig.unroll_length,
+        stop_when_solved=True,
+    )
+    state = (train.main_grad if gradients_from_actors else train.main)(config)
+    assert state.solved, "A2C did not reach a greedy mean return of 475 on CartPole-v1 within 100k env steps"
