@@ -1,0 +1,257 @@
+"""SAC for discrete actions (Christodoulou 2019, "Soft Actor-Critic for Discrete Action Settings",
+https://arxiv.org/abs/1910.07207) on the distributed loop.
+
+Actors sample their copy of the policy and send chunks of T consecutive timesteps (an
+`unrolls.Unroll`), then pick up newer policy parameters if any, without waiting. The learner (`Sac`)
+turns each chunk into one-step transitions in its replay, which lives as long as the learner (across
+iterations), and takes `updates_per_env_step` gradient steps per env step received once the replay
+holds `min_replay_size` transitions. Each step updates the twin soft Q-networks, the policy and the
+temperature (see `deep_rl_zoo.sac.losses`), then moves the target networks by Polyak averaging.
+Only the policy is published to the actors.
+
+Atari frames are kept once in a `FrameStackStore`. Chunks of different actors interleave, so each
+chunk re-adds the full stack of its first observation (oldest frame marked `first`, which rebuilds that
+stack exactly, reset padding included), then the newest frame of every later observation:
+
+    chunk of actor k:  s_0 = [f0 f1 f2 f3]   s_1 = [f1 f2 f3 f4]   s_2 = [f2 f3 f4 f5] ...
+    frames added:       f0* f1 f2 f3 (h_0)    f4 (h_1)              f5 (h_2)          (* first=True)
+
+The replay then stores transitions (h_t, a_t, r_{t+1}, discount, h_{t+1}) of handles.
+"""
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from deep_rl_zoo import replay as replay_lib
+from deep_rl_zoo import unrolls
+from deep_rl_zoo.errors import NonFiniteLossError
+from deep_rl_zoo.main_loop import LearnerLink
+from deep_rl_zoo.sac import losses
+
+
+class NonBlockingLink:
+    """A `LearnerLink` whose `wait_for_new_parameters` only takes newer parameters if there are any:
+    lets `unrolls.UnrollActor` (which waits after each send) act asynchronously, as off-policy
+    actors may."""
+
+    def __init__(self, link: LearnerLink):
+        self._link = link
+
+    @property
+    def actor_index(self) -> int:
+        return self._link.actor_index
+
+    @property
+    def parameter_version(self) -> int:
+        return self._link.parameter_version
+
+    def send(self, payload) -> None:
+        self._link.send(payload)
+
+    def wait_for_new_parameters(self) -> None:
+        self._link.pull_parameters()
+
+
+class SacNetworks(nn.Module):
+    """The learner's modules in one place (for `.to(device)` and the checkpoint)."""
+
+    def __init__(
+        self, policy: nn.Module, q1: nn.Module, q2: nn.Module, target_q1: nn.Module, target_q2: nn.Module
+    ):
+        super().__init__()
+        self.policy, self.q1, self.q2 = policy, q1, q2
+        self.target_q1 = target_q1.requires_grad_(False)
+        self.target_q2 = target_q2.requires_grad_(False)
+        self.log_alpha = nn.Parameter(torch.zeros(()))
+
+
+class Sac:
+    """The SAC learner: stores every chunk's transitions, then takes its share of gradient steps."""
+
+    agent_name = "SAC"
+
+    def __init__(
+        self,
+        *,
+        networks: SacNetworks,
+        q_optimizer: torch.optim.Optimizer,
+        policy_optimizer: torch.optim.Optimizer,
+        alpha_optimizer: torch.optim.Optimizer,
+        replay: replay_lib.UniformReplay,
+        frame_store: replay_lib.FrameStackStore | None,
+        batch_size: int,
+        min_replay_size: int,
+        updates_per_env_step: float,
+        discount: float,
+        target_entropy: float,
+        target_update_rate: float,
+        max_grad_norm: float,
+        device: torch.device,
+    ):
+        """
+        Args:
+          networks: policy, twin Q-networks, their targets and log alpha.
+          replay: transitions of arrays (vectors) or of frame handles into `frame_store` (Atari).
+          frame_store: keeps each Atari frame once; None for vector observations.
+          batch_size: transitions per gradient step.
+          min_replay_size: transitions stored before the first gradient step.
+          updates_per_env_step: gradient steps per env step received (fractions carry over).
+          discount: gamma.
+          target_entropy: H_target of the temperature loss.
+          target_update_rate: tau of target <- tau * online + (1 - tau) * target, after every step.
+          max_grad_norm: clip each network's gradient norm to this; 0 disables.
+        """
+        self._networks = networks
+        self._q_optimizer = q_optimizer
+        self._policy_optimizer = policy_optimizer
+        self._alpha_optimizer = alpha_optimizer
+        self._replay = replay
+        self._frame_store = frame_store
+        self._batch_size = batch_size
+        self._min_replay_size = min_replay_size
+        self._updates_per_env_step = updates_per_env_step
+        self._discount = discount
+        self._target_entropy = target_entropy
+        self._tau = target_update_rate
+        self._max_grad_norm = max_grad_norm
+        self._device = device
+        self.messages_per_step = 1
+        self._env_steps = 0  # env steps received
+        self._learner_steps = 0  # gradient steps
+        self._update_credit = 0.0  # gradient steps owed, carried over between chunks
+        self._statistics: dict[str, float] = {}
+
+    @property
+    def shared_module(self) -> nn.Module:
+        return self._networks.policy
+
+    def learn(self, payloads: list[unrolls.Unroll]) -> None:
+        for chunk in payloads:
+            self._store(chunk)
+            self._env_steps += len(chunk.reward)
+            if self._replay.size >= self._min_replay_size:
+                self._update_credit += len(chunk.reward) * self._updates_per_env_step
+        while self._update_credit >= 1.0:
+            self._update_credit -= 1.0
+            self._gradient_step()
+
+    def _store(self, chunk: unrolls.Unroll) -> None:
+        if self._frame_store is None:
+            states = list(chunk.observation)
+        else:
+            first_stack = chunk.observation[0]
+            for index, frame in enumerate(first_stack):
+                handle = self._frame_store.add(frame, first=index == 0)
+            states = [handle]
+            for t in range(1, len(chunk.observation)):
+                # s_t starts an episode when s_{t-1} ended one (pair t - 1 is no transition).
+                states.append(self._frame_store.add(chunk.observation[t][-1], first=not chunk.valid[t - 1]))
+        for t in np.flatnonzero(chunk.valid):
+            discount = 0.0 if chunk.terminated[t] else self._discount  # a truncation still bootstraps
+            self._replay.add(
+                replay_lib.Transition(
+                    s_tm1=states[t],
+                    a_tm1=np.int64(chunk.action[t]),
+                    r_t=np.float32(chunk.reward[t]),
+                    discount_t=np.float32(discount),
+                    s_t=states[t + 1],
+                )
+            )
+
+    def _sample(self) -> replay_lib.Transition:
+        batch = self._replay.sample(self._batch_size)
+        s_tm1, s_t = batch.s_tm1, batch.s_t
+        if self._frame_store is not None:
+            s_tm1, s_t = self._frame_store.stacks(s_tm1), self._frame_store.stacks(s_t)
+
+        def tensor(x):
+            return torch.as_tensor(x, device=self._device)
+
+        return replay_lib.Transition(
+            tensor(s_tm1), tensor(batch.a_tm1), tensor(batch.r_t), tensor(batch.discount_t), tensor(s_t)
+        )
+
+    def _gradient_step(self) -> None:
+        networks = self._networks
+        s_tm1, a_tm1, r_t, discount_t, s_t = self._sample()
+        alpha = networks.log_alpha.exp().item()
+
+        with torch.no_grad():
+            log_pi_t = torch.log_softmax(networks.policy(s_t).pi_logits, dim=-1)
+            target_q1_t = networks.target_q1(s_t).q_values
+            target_q2_t = networks.target_q2(s_t).q_values
+        q1_tm1, q2_tm1 = networks.q1(s_tm1).q_values, networks.q2(s_tm1).q_values
+        critic = losses.soft_q_learning(
+            q1_tm1, q2_tm1, a_tm1, r_t, discount_t, target_q1_t, target_q2_t, log_pi_t, alpha
+        )
+        critic_loss = critic.loss.mean()
+        self._step(self._q_optimizer, critic_loss, [*networks.q1.parameters(), *networks.q2.parameters()])
+
+        log_pi_tm1 = torch.log_softmax(networks.policy(s_tm1).pi_logits, dim=-1)
+        policy = losses.soft_policy_loss(log_pi_tm1, q1_tm1.detach(), q2_tm1.detach(), alpha)
+        policy_loss = policy.loss.mean()
+        self._step(self._policy_optimizer, policy_loss, list(networks.policy.parameters()))
+
+        temperature = losses.temperature_loss(networks.log_alpha, policy.extra.entropy, self._target_entropy)
+        self._step(self._alpha_optimizer, temperature.loss.mean(), [])
+
+        with torch.no_grad():
+            for online, target in ((networks.q1, networks.target_q1), (networks.q2, networks.target_q2)):
+                for p, p_target in zip(online.parameters(), target.parameters(), strict=True):
+                    p_target.lerp_(p, self._tau)
+
+        critic_value, policy_value = critic_loss.item(), policy_loss.item()
+        if not (math.isfinite(critic_value) and math.isfinite(policy_value)):
+            raise NonFiniteLossError(
+                self._learner_steps, critic_value if not math.isfinite(critic_value) else policy_value
+            )
+        self._learner_steps += 1
+        self._statistics = {
+            "critic_loss": critic_value,
+            "policy_loss": policy_value,
+            "entropy": policy.extra.entropy.mean().item(),
+            "alpha": alpha,
+            "mean_q": critic.extra.target.mean().item(),
+        }
+
+    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: list) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self._max_grad_norm > 0 and parameters:
+            nn.utils.clip_grad_norm_(parameters, self._max_grad_norm)
+        optimizer.step()
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {
+            "learner_steps": self._learner_steps,
+            "env_steps_received": self._env_steps,
+            "replay_size": self._replay.size,
+            **self._statistics,
+        }
+
+    def state_dict(self) -> dict:
+        """Everything but the replay's contents (as for DQN): a resumed run refills it first."""
+        return {
+            "networks": self._networks.state_dict(),
+            "q_optimizer": self._q_optimizer.state_dict(),
+            "policy_optimizer": self._policy_optimizer.state_dict(),
+            "alpha_optimizer": self._alpha_optimizer.state_dict(),
+            "env_steps": self._env_steps,
+            "learner_steps": self._learner_steps,
+            "update_credit": self._update_credit,
+            "replay_rng": self._replay.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._networks.load_state_dict(state["networks"])
+        self._q_optimizer.load_state_dict(state["q_optimizer"])
+        self._policy_optimizer.load_state_dict(state["policy_optimizer"])
+        self._alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        self._env_steps = state["env_steps"]
+        self._learner_steps = state["learner_steps"]
+        self._update_credit = state["update_credit"]
+        self._replay.rng.bit_generator.state = state["replay_rng"]

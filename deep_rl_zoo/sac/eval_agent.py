@@ -1,0 +1,32 @@
+"""Plays a trained SAC (discrete) agent with its most probable action and records a video of the first
+episode: `python -m deep_rl_zoo.sac.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
+"""
+
+import dataclasses
+
+from deep_rl_zoo import run_support
+from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+from deep_rl_zoo.sac.agent import Sac
+from deep_rl_zoo.sac.train import SacConfig, build_policy_network
+
+
+def main(config: EvalConfig) -> list[float]:
+    def build_actor(env, device, checkpoint):
+        # Rebuild the trained policy's architecture from the run's own flags.
+        names = {f.name for f in dataclasses.fields(SacConfig)}
+        trained = checkpoint["config"] if checkpoint else {}
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names}
+        network = build_policy_network(SacConfig(**values), env)
+        if checkpoint is not None:
+            prefix = "policy."
+            weights = checkpoint["agent"]["networks"]
+            network.load_state_dict({k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)})
+        network.to(device).eval()
+        return PolicyGreedyActor(network, device, Sac.agent_name)
+
+    return run_support.evaluate(config, Sac.agent_name, build_actor)
+
+
+if __name__ == "__main__":
+    run_script(EvalConfig, {}, main)

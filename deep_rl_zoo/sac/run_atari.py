@@ -1,0 +1,31 @@
+"""Trains SAC (discrete actions) on an Atari game:
+`python -m deep_rl_zoo.sac.run_atari --num_actors=16 --actors_on_gpu`.
+
+Defaults follow Christodoulou 2019 (table 1): Adam 3e-4, batch 64, gamma 0.99, a gradient step every
+4 env steps, 20k random-policy steps before learning, target entropy 0.98 log |A|; Polyak-averaged
+targets here (tau 1 / 8000) in place of the paper's hard copy every 8000 steps, and a replay of 300k
+transitions (frames kept once) in place of 1M.
+"""
+
+from deep_rl_zoo.config import run_script
+from deep_rl_zoo.sac.train import SacConfig, main
+
+DEFAULTS = {
+    "environment_name": "Pong",
+    "num_iterations": 40,
+    "num_train_steps": 250_000,  # 1M frames per iteration
+    "num_eval_steps": 30_000,
+    "num_actors": 16,
+    "unroll_length": 64,
+    "replay_capacity": 300_000,
+    "min_replay_size": 20_000,
+    "batch_size": 64,
+    "updates_per_env_step": 0.25,
+    "learning_rate": 3e-4,
+    "discount": 0.99,
+    "target_entropy_ratio": 0.98,
+    "target_update_rate": 1 / 8000,
+}
+
+if __name__ == "__main__":
+    run_script(SacConfig, DEFAULTS, main, exclude=frozenset({"hidden_sizes"}))

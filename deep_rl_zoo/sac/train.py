@@ -1,0 +1,123 @@
+"""SAC's configuration, its network/learner/actor builders, and the `main` every run script shares."""
+
+import copy
+import dataclasses
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from deep_rl_zoo import replay as replay_lib
+from deep_rl_zoo import run_support, unrolls
+from deep_rl_zoo.config import field
+from deep_rl_zoo.errors import require
+from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+from deep_rl_zoo.main_loop import LearnerLink
+from deep_rl_zoo.networks import common, policy, value
+from deep_rl_zoo.sac.agent import NonBlockingLink, Sac, SacNetworks
+
+
+@dataclasses.dataclass(frozen=True)
+class SacConfig(run_support.DistributedConfig):
+    """SAC-discrete hyper-parameters. The defaults are the classic-control ones, tuned here on
+    CartPole-v1; run_atari uses the paper's Atari setting (Christodoulou 2019, table 1)."""
+
+    num_actors: int = field(4, "Actor processes, each with its own environment and copy of the policy.")
+    unroll_length: int = field(32, "Env steps per chunk of transitions an actor sends.")
+    replay_capacity: int = field(100_000, "Transitions the replay holds (kept across iterations).")
+    min_replay_size: int = field(1_000, "Transitions stored before the first gradient step.")
+    batch_size: int = field(64, "Transitions per gradient step.")
+    updates_per_env_step: float = field(0.5, "Gradient steps per env step received (replay ratio).")
+    learning_rate: float = field(1e-3, "Adam learning rate of the Q-networks, the policy and log alpha.")
+    discount: float = field(0.99, "Discount factor gamma.")
+    target_entropy_ratio: float = field(0.5, "Target entropy as a fraction of the maximum, log |A|.")
+    target_update_rate: float = field(0.005, "tau: target <- tau * online + (1 - tau) * target per step.")
+    max_grad_norm: float = field(10.0, "Clip each network's gradient norm to this; 0 disables.")
+    hidden_sizes: tuple[int, ...] = field((64, 64), "Hidden layer sizes of the MLPs (vector observations).")
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("replay_capacity", "batch_size", "learning_rate", "updates_per_env_step"):
+            require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        for name in ("discount", "target_update_rate"):
+            require(
+                0.0 <= getattr(self, name) <= 1.0, f"--{name} must be in [0, 1], got {getattr(self, name)}"
+            )
+        require(
+            0.0 < self.target_entropy_ratio < 1.0,
+            f"--target_entropy_ratio must be in (0, 1), got {self.target_entropy_ratio}",
+        )
+        require(self.max_grad_norm >= 0, f"--max_grad_norm must be >= 0, got {self.max_grad_norm}")
+        require(
+            self.batch_size <= self.min_replay_size <= self.replay_capacity,
+            f"need --batch_size ({self.batch_size}) <= --min_replay_size ({self.min_replay_size}) <= "
+            f"--replay_capacity ({self.replay_capacity})",
+        )
+
+
+def build_policy_network(config: SacConfig, env: gym.Env) -> nn.Module:
+    """What the actors and the evaluation act with: Nature CNN or MLP, one logit per action."""
+    return policy.build_actor_network(
+        env.observation_space.shape, int(env.action_space.n), config.hidden_sizes
+    )
+
+
+def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+    """The learner (policy, twin Q-networks and targets, replay) and a greedy evaluation actor."""
+    shape, num_actions = env.observation_space.shape, int(env.action_space.n)
+    q1 = value.build_q_network(shape, num_actions, config.hidden_sizes)
+    q2 = value.build_q_network(shape, num_actions, config.hidden_sizes)
+    networks = SacNetworks(build_policy_network(config, env), q1, q2, copy.deepcopy(q1), copy.deepcopy(q2))
+    networks.to(device)
+    frame_store = None
+    if common.is_image_observation(shape):
+        # Each chunk re-adds the S frames of its first stack: S - 1 extra frames per T env steps.
+        stack = shape[0]
+        capacity = replay_lib.frame_store_capacity(config.replay_capacity, 1, stack)
+        capacity = math.ceil(capacity * (config.unroll_length + stack) / config.unroll_length)
+        frame_store = replay_lib.FrameStackStore(capacity, tuple(shape[1:]), stack)
+    learner = Sac(
+        networks=networks,
+        q_optimizer=torch.optim.Adam(
+            [*networks.q1.parameters(), *networks.q2.parameters()], lr=config.learning_rate
+        ),
+        policy_optimizer=torch.optim.Adam(networks.policy.parameters(), lr=config.learning_rate),
+        alpha_optimizer=torch.optim.Adam([networks.log_alpha], lr=config.learning_rate),
+        replay=replay_lib.UniformReplay(config.replay_capacity, np.random.default_rng(config.seed)),
+        frame_store=frame_store,
+        batch_size=config.batch_size,
+        min_replay_size=config.min_replay_size,
+        updates_per_env_step=config.updates_per_env_step,
+        discount=config.discount,
+        target_entropy=config.target_entropy_ratio * math.log(num_actions),
+        target_update_rate=config.target_update_rate,
+        max_grad_norm=config.max_grad_norm,
+        device=device,
+    )
+    return run_support.DistributedAgents(learner, PolicyGreedyActor(networks.policy, device, Sac.agent_name))
+
+
+def build_actor(
+    config: SacConfig, env: gym.Env, device: torch.device, link: LearnerLink, seed: int
+) -> tuple[unrolls.UnrollActor, nn.Module]:
+    """Runs in each actor process: a copy of the policy, sampled by an actor that never waits."""
+    network = build_policy_network(config, env).to(device).requires_grad_(False)
+    actor = unrolls.UnrollActor(
+        policy=network,
+        link=NonBlockingLink(link),
+        action_space=env.action_space,
+        observation_space=env.observation_space,
+        unroll_length=config.unroll_length,
+        rng=np.random.default_rng(seed),
+        device=device,
+        agent_name=Sac.agent_name,
+    )
+    return actor, network
+
+
+def main(config: SacConfig):
+    return run_support.train_distributed(
+        config, Sac.agent_name, lambda env, device: build_learner(config, env, device), build_actor
+    )

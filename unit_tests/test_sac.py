@@ -1,0 +1,285 @@
+"""SAC for discrete actions: the losses by hand, the learner's replay (vectors and Atari frames),
+smoke runs of every script (Atari included), resume, bad input, and a learning test on CartPole."""
+
+import math
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from deep_rl_zoo import checkpoint, unrolls
+from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.sac import eval_agent, losses, run_atari, train
+from deep_rl_zoo.sac.agent import NonBlockingLink
+
+# ----------------------------------------------------------------------------------------------------
+# Losses
+
+
+def _log_pi(*probabilities):
+    return torch.tensor([probabilities], dtype=torch.float32).log()  # [1, A]
+
+
+def test_soft_q_target_averages_over_the_policy_and_takes_the_twin_minimum():
+    q1 = torch.tensor([[1.0, 5.0]], requires_grad=True)
+    q2 = torch.tensor([[2.0, 4.0]], requires_grad=True)
+    target_q1, target_q2 = torch.tensor([[4.0, 2.0]]), torch.tensor([[3.0, 6.0]])
+    log_pi_t = _log_pi(0.5, 0.5)
+    out = losses.soft_q_learning(
+        q1, q2, torch.tensor([1]), torch.tensor([1.0]), torch.tensor([0.5]), target_q1, target_q2, log_pi_t,
+        alpha=2.0,
+    )  # fmt: skip
+    # min(Q1', Q2') = (3, 2); soft value = 0.5 * (3 - 2 log 0.5) + 0.5 * (2 - 2 log 0.5) = 2.5 + 2 log 2
+    soft_value = 2.5 + 2 * math.log(2)
+    # y = 1 + 0.5 * soft value
+    assert out.extra.target.item() == pytest.approx(1 + 0.5 * soft_value)
+    y = 1 + 0.5 * soft_value
+    # Q1(s, 1) = 5, Q2(s, 1) = 4: loss = 0.5 (5 - y)^2 + 0.5 (4 - y)^2
+    assert out.loss.item() == pytest.approx(0.5 * (5 - y) ** 2 + 0.5 * (4 - y) ** 2)
+    out.loss.sum().backward()
+    assert q1.grad[0, 0] == 0 and q2.grad[0, 0] == 0  # only the action taken moves
+
+
+def test_termination_drops_the_bootstrap_but_truncation_keeps_it():
+    q = torch.zeros(1, 2)
+    args = (q, q, torch.tensor([0]), torch.tensor([1.0]))
+    rest = (torch.ones(1, 2), torch.ones(1, 2), _log_pi(0.5, 0.5))
+    terminated = losses.soft_q_learning(*args, torch.tensor([0.0]), *rest, alpha=0.0)
+    truncated = losses.soft_q_learning(*args, torch.tensor([0.9]), *rest, alpha=0.0)
+    assert terminated.extra.target.item() == pytest.approx(1.0)  # y = r
+    assert truncated.extra.target.item() == pytest.approx(1.9)  # y = 1 + 0.9 * 1
+
+
+def test_policy_loss_is_exact_over_actions_and_does_not_move_the_critics():
+    logits = torch.zeros(1, 2, requires_grad=True)
+    log_pi = torch.log_softmax(logits, dim=-1)  # pi = (0.5, 0.5)
+    q1 = torch.tensor([[1.0, 3.0]], requires_grad=True)
+    q2 = torch.tensor([[2.0, 2.0]], requires_grad=True)
+    out = losses.soft_policy_loss(log_pi, q1, q2, alpha=1.0)
+    # min Q = (1, 2): loss = 0.5 (log 0.5 - 1) + 0.5 (log 0.5 - 2) = -log 2 - 1.5
+    assert out.loss.item() == pytest.approx(-math.log(2) - 1.5)
+    assert out.extra.entropy.item() == pytest.approx(math.log(2))
+    out.loss.sum().backward()
+    assert q1.grad is None and q2.grad is None
+    assert logits.grad[0, 1] < 0 < logits.grad[0, 0]  # probability moves towards the better action 1
+
+
+def test_temperature_falls_when_the_entropy_is_above_the_target():
+    log_alpha = torch.zeros((), requires_grad=True)
+    # H = 0.6 above the target 0.2: loss = log_alpha * 0.4, gradient 0.4 > 0, so descent lowers alpha.
+    losses.temperature_loss(log_alpha, torch.tensor([0.6]), 0.2).loss.sum().backward()
+    assert log_alpha.grad.item() == pytest.approx(0.4)
+
+
+def test_bad_shapes_raise():
+    with pytest.raises(ValueError, match="rank 2"):
+        losses.soft_policy_loss(torch.zeros(2), torch.zeros(1, 2), torch.zeros(1, 2), 1.0)
+    with pytest.raises(ValueError, match="one shape"):
+        losses.soft_policy_loss(torch.zeros(1, 3), torch.zeros(1, 2), torch.zeros(1, 2), 1.0)
+    with pytest.raises(ValueError, match="int64"):
+        q = torch.zeros(1, 2)
+        losses.soft_q_learning(q, q, torch.tensor([0.0]), torch.ones(1), torch.ones(1), q, q, q, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The learner and its replay
+
+
+def _config(tmp_path, **overrides) -> train.SacConfig:
+    values = dict(
+        environment_name="CartPole-v1",
+        num_iterations=2,
+        num_train_steps=64,
+        num_eval_steps=50,
+        num_actors=2,
+        unroll_length=16,
+        min_replay_size=32,
+        batch_size=16,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    values.update(overrides)
+    return train.SacConfig(**values)
+
+
+def _chunk(observations, valid, terminated=None, truncated=None):
+    length = len(valid)
+    return unrolls.Unroll(
+        actor_index=0,
+        parameter_version=1,
+        observation=np.asarray(observations),
+        action=np.arange(length) % 2,
+        reward=np.arange(1, length + 1, dtype=np.float32),
+        terminated=np.asarray(terminated if terminated is not None else [False] * length),
+        truncated=np.asarray(truncated if truncated is not None else [False] * length),
+        valid=np.asarray(valid),
+    )
+
+
+def test_learner_stores_valid_pairs_with_termination_and_truncation_discounts(tmp_path):
+    config = _config(tmp_path, discount=0.5, min_replay_size=100, replay_capacity=100)
+    learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
+    observations = np.arange(5, dtype=np.float32)[:, None].repeat(4, axis=1)  # s_t = (t, t, t, t)
+    # s_1 is terminal, s_2 a reset (pair 1 -> 2 is no transition), s_4 cut by a time limit.
+    learner.learn([_chunk(observations, [True, False, True, True], [True, False, False, False],
+                          [False, False, False, True])])  # fmt: skip
+    replay = learner._replay
+    assert replay.size == 3 and learner.statistics["learner_steps"] == 0  # below min_replay_size
+    s_tm1 = replay._storage[0][:3, 0].tolist()
+    discount = replay._storage[3][:3].tolist()
+    assert s_tm1 == [0.0, 2.0, 3.0]
+    assert discount == [0.0, 0.5, 0.5]  # terminated: 0; ordinary and truncated: gamma
+
+
+def test_atari_chunks_rebuild_every_stack_from_frames_kept_once(tmp_path):
+    config = _config(tmp_path, min_replay_size=100, replay_capacity=100)
+    env = gym.make("CartPole-v1")
+    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)  # small frames the CNN takes
+    learner = train.build_learner(config, env, torch.device("cpu")).learner
+
+    def frame(i):
+        return np.full((36, 36), i, np.uint8)
+
+    # Stacks of two chunks from different actors; actor 1's chunk interleaves. Actor 0's episode
+    # ends at s_1; s_2 is a reset, padded with its own first frame.
+    a0 = [[frame(i) for i in stack] for stack in ([0, 1, 2, 3], [1, 2, 3, 4], [9, 9, 9, 9], [9, 9, 9, 10])]
+    a1 = [[frame(i) for i in stack] for stack in ([50, 50, 51, 52], [50, 51, 52, 53])]
+    learner.learn([_chunk(a0, [True, False, True])])
+    learner.learn([_chunk(a1, [True])])
+    replay, store = learner._replay, learner._frame_store
+    rebuilt_tm1 = store.stacks(replay._storage[0][:3])[:, :, 0, 0].tolist()
+    rebuilt_t = store.stacks(replay._storage[4][:3])[:, :, 0, 0].tolist()
+    assert rebuilt_tm1 == [[0, 1, 2, 3], [9, 9, 9, 9], [50, 50, 51, 52]]
+    assert rebuilt_t == [[1, 2, 3, 4], [9, 9, 9, 10], [50, 51, 52, 53]]
+
+
+def test_learner_takes_its_share_of_gradient_steps_and_moves_the_policy(tmp_path):
+    config = _config(tmp_path, updates_per_env_step=0.25, min_replay_size=16, batch_size=8)
+    learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
+    before = [p.detach().clone() for p in learner.shared_module.parameters()]
+    rng = np.random.default_rng(0)
+    chunk = _chunk(rng.standard_normal((21, 4)).astype(np.float32), [True] * 20)
+    learner.learn([chunk])  # 20 stored >= 16: 20 * 0.25 = 5 gradient steps
+    assert learner.statistics["learner_steps"] == 5
+    learner.learn([chunk._replace(valid=np.ones(20, bool))])  # 5 more
+    assert learner.statistics["learner_steps"] == 10
+    assert any(not torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
+    statistics = learner.statistics
+    assert statistics["alpha"] > 0 and np.isfinite(statistics["critic_loss"])
+
+
+def test_non_blocking_link_pulls_instead_of_waiting():
+    class Link:
+        actor_index, parameter_version, pulls = 3, 7, 0
+
+        def pull_parameters(self):
+            self.pulls += 1
+
+        def wait_for_new_parameters(self):
+            raise AssertionError("SAC actors never wait")
+
+    link = Link()
+    wrapped = NonBlockingLink(link)
+    wrapped.wait_for_new_parameters()
+    assert link.pulls == 1 and wrapped.actor_index == 3 and wrapped.parameter_version == 7
+
+
+# ----------------------------------------------------------------------------------------------------
+# Bad input
+
+
+def test_batch_larger_than_min_replay_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="batch_size"):
+        _config(tmp_path, batch_size=64, min_replay_size=32)
+
+
+def test_continuous_env_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="discrete"):
+        train.main(_config(tmp_path, environment_name="Pendulum-v1"))
+    assert not os.path.exists(tmp_path / "runs")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Smoke runs of every script
+
+
+@pytest.mark.smoke
+def test_run_classic_resume_then_eval_agent(tmp_path):
+    state = train.main(_config(tmp_path, num_iterations=1))
+    first = checkpoint.load_checkpoint(
+        str(tmp_path / "checkpoints" / "SAC_CartPole-v1_0.ckpt"), "SAC", "CartPole-v1"
+    )
+    assert first["agent"]["learner_steps"] > 0
+    resumed = train.main(_config(tmp_path, num_iterations=2, resume=True))
+    assert resumed.next_iteration == 2 and resumed.train_env_steps > state.train_env_steps
+    later = checkpoint.load_checkpoint(
+        str(tmp_path / "checkpoints" / "SAC_CartPole-v1_1.ckpt"), "SAC", "CartPole-v1"
+    )
+    assert later["agent"]["env_steps"] > first["agent"]["env_steps"]  # counted on, not restarted
+    returns = eval_agent.main(
+        EvalConfig(
+            environment_name="CartPole-v1",
+            num_episodes=2,
+            load_checkpoint_file="latest",
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+            recording_video_dir=str(tmp_path / "video"),
+        )
+    )
+    assert len(returns) == 2
+    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
+
+
+@pytest.mark.smoke
+def test_run_atari_smoke_with_one_actor(tmp_path):
+    config = train.SacConfig(
+        **{
+            **run_atari.DEFAULTS,
+            "num_iterations": 1,
+            "num_train_steps": 40,
+            "num_eval_steps": 20,
+            "max_episode_steps": 30,
+            "num_actors": 1,
+            "unroll_length": 8,
+            "replay_capacity": 1000,
+            "min_replay_size": 16,
+            "batch_size": 8,
+            "checkpoint_dir": str(tmp_path / "checkpoints"),
+            "runs_dir": str(tmp_path / "runs"),
+            "use_tensorboard": False,
+            "show_progress": False,
+        }
+    )
+    state = train.main(config)
+    assert state.train_env_steps >= 40
+    payload = checkpoint.load_checkpoint(
+        str(tmp_path / "checkpoints" / "SAC_Pong_0.ckpt"), "SAC", "PongNoFrameskip-v4"
+    )
+    assert payload["agent"]["learner_steps"] > 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# Learning
+
+
+@pytest.mark.learning
+def test_sac_learns_cartpole(tmp_path):
+    config = _config(
+        tmp_path,
+        num_iterations=1,
+        num_train_steps=8_000,
+        num_eval_steps=2_000,
+        num_actors=2,
+        unroll_length=train.SacConfig.unroll_length,
+        min_replay_size=train.SacConfig.min_replay_size,
+        batch_size=train.SacConfig.batch_size,
+    )
+    train.main(config)
+    rows = open(tmp_path / "runs" / "SAC_CartPole-v1" / "results.csv").read().splitlines()
+    last_eval = float(rows[-1].split(",")[rows[0].split(",").index("eval_mean_episode_return")])
+    assert last_eval >= 150, f"SAC reached a greedy mean return of only {last_eval} on CartPole-v1"
