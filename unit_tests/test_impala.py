@@ -1,6 +1,7 @@
 """IMPALA: the ResNet torso and the LSTM core, the actor's unrolls, the V-trace learner, smoke runs of
 every script (Atari included), resume, bad input, and a learning test on CartPole."""
 
+import csv
 import os
 
 import gymnasium as gym
@@ -257,17 +258,15 @@ def test_impala_learns_cartpole(tmp_path):
         tmp_path,
         num_iterations=4,
         num_train_steps=15_000,
-        num_eval_steps=2_000,
+        num_eval_steps=1_000,
         num_actors=2,
         unroll_length=train.ImpalaConfig.unroll_length,
         batch_size=train.ImpalaConfig.batch_size,
-        stop_when_solved=False,
     )
     train.main(config)
-    payload = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "IMPALA_CartPole-v1_3.ckpt"), "IMPALA", "CartPole-v1"
+    with open(tmp_path / "runs" / "IMPALA_CartPole-v1" / "results.csv") as f:
+        last_eval = float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
+    # A uniformly random policy scores about 22; 150 is clearly learned (475 is reached near 100k steps).
+    assert last_eval >= 150, (
+        f"IMPALA reached a greedy mean return of only {last_eval} on CartPole-v1 in 60k steps"
     )
-    assert payload is not None
-    rows = open(tmp_path / "runs" / "IMPALA_CartPole-v1" / "results.csv").read().splitlines()
-    last_eval = float(rows[-1].split(",")[rows[0].split(",").index("eval_mean_episode_return")])
-    assert last_eval >= 150, f"IMPALA reached a greedy mean return of only {last_eval} on CartPole-v1"

@@ -1,6 +1,7 @@
 """SAC for discrete actions: the losses by hand, the learner's replay (vectors and Atari frames),
 smoke runs of every script (Atari included), resume, bad input, and a learning test on CartPole."""
 
+import csv
 import math
 import os
 
@@ -273,13 +274,16 @@ def test_sac_learns_cartpole(tmp_path):
         tmp_path,
         num_iterations=1,
         num_train_steps=8_000,
-        num_eval_steps=2_000,
+        num_eval_steps=1_000,
         num_actors=2,
         unroll_length=train.SacConfig.unroll_length,
         min_replay_size=train.SacConfig.min_replay_size,
         batch_size=train.SacConfig.batch_size,
     )
     train.main(config)
-    rows = open(tmp_path / "runs" / "SAC_CartPole-v1" / "results.csv").read().splitlines()
-    last_eval = float(rows[-1].split(",")[rows[0].split(",").index("eval_mean_episode_return")])
-    assert last_eval >= 150, f"SAC reached a greedy mean return of only {last_eval} on CartPole-v1"
+    with open(tmp_path / "runs" / "SAC_CartPole-v1" / "results.csv") as f:
+        last_eval = float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
+    # A uniformly random policy scores about 22; 150 is clearly learned (475 is reached near 50k steps).
+    assert last_eval >= 150, (
+        f"SAC reached a greedy mean return of only {last_eval} on CartPole-v1 in 8k steps"
+    )
