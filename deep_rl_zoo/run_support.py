@@ -63,8 +63,19 @@ def make_environment(
     train: bool,
     render_mode: str | None = None,
     video_dir: str | None = None,
+    wrap_env: Callable[[gym.Env], gym.Env] | None = None,
 ) -> gym.Env:
-    """The training env (life loss terminal and reward clipping on Atari, if set) or an evaluation env."""
+    """The training env (life loss terminal and reward clipping on Atari, if set) or an evaluation env.
+
+    `wrap_env` adds an agent's own outermost wrapper (e.g. DRQN's obscured observations).
+    """
+    env = _make_base_environment(config, seed, train=train, render_mode=render_mode, video_dir=video_dir)
+    return wrap_env(env) if wrap_env is not None else env
+
+
+def _make_base_environment(
+    config: RunConfig | EvalConfig, seed: int, *, train: bool, render_mode: str | None, video_dir: str | None
+) -> gym.Env:
     if gym_env.is_atari(config.environment_name):
         return gym_env.create_atari_environment(
             config.environment_name,
@@ -109,6 +120,7 @@ def train(
     agent_name: str,
     build_agents: Callable[[gym.Env, torch.device], Agents],
     action_space: str = "discrete",
+    wrap_env: Callable[[gym.Env], gym.Env] | None = None,
 ) -> main_loop.LoopState:
     """Runs a single-process training run end to end; returns where it stopped.
 
@@ -136,8 +148,8 @@ def train(
         print(f"resuming from {path}", file=sys.stderr)
 
     debug_render = "rgb_array" if config.debug_screenshots_interval > 0 else None
-    train_env = make_environment(config, config.seed, train=True, render_mode=debug_render)
-    eval_env = make_environment(config, config.seed + 1, train=False)
+    train_env = make_environment(config, config.seed, train=True, render_mode=debug_render, wrap_env=wrap_env)
+    eval_env = make_environment(config, config.seed + 1, train=False, wrap_env=wrap_env)
     check_action_space(train_env, agent_name, action_space)
     agents = build_agents(train_env, device)
 
@@ -215,6 +227,7 @@ def evaluate(
     agent_name: str,
     build_actor: Callable[[gym.Env, torch.device, dict | None], Agent],
     action_space: str = "discrete",
+    wrap_env: Callable[[gym.Env], gym.Env] | None = None,
 ) -> list[float]:
     """Plays `config.num_episodes` episodes with a checkpoint's (or random) weights; records the first.
 
@@ -241,7 +254,12 @@ def evaluate(
 
     video_dir = config.recording_video_dir or None
     env = make_environment(
-        config, config.seed, train=False, render_mode="rgb_array" if video_dir else None, video_dir=video_dir
+        config,
+        config.seed,
+        train=False,
+        render_mode="rgb_array" if video_dir else None,
+        video_dir=video_dir,
+        wrap_env=wrap_env,
     )
     try:
         check_action_space(env, agent_name, action_space)

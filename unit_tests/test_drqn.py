@@ -237,3 +237,15 @@ def test_drqn_learns_cartpole(tmp_path):
         float(r["eval_mean_episode_return"]) for r in read_csv(os.path.join(state.run_dir, "results.csv"))
     )
     assert best >= 150, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
+
+
+@pytest.mark.smoke
+def test_obscure_probability_makes_training_and_evaluation_partially_observable(tmp_path):
+    config = tiny_classic_config(tmp_path, obscure_probability=1.0)
+    env = run_support.make_environment(config, 0, train=True, wrap_env=train.obscuring_wrapper(1.0))
+    assert isinstance(env, ObscuredObservation)
+    observation, _ = env.reset(seed=0)
+    assert not observation.any()  # p = 1 blanks every observation
+    assert train.obscuring_wrapper(0.0) is None
+    with pytest.raises(ConfigError, match="obscure_probability"):
+        dataclasses.replace(config, obscure_probability=1.5)

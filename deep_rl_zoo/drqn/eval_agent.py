@@ -3,15 +3,22 @@
 --load_checkpoint_file=latest`.
 """
 
+import dataclasses
+
 import numpy as np
 
 from deep_rl_zoo import run_support
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import EvalConfig, field, run_script
 from deep_rl_zoo.drqn.agent import Drqn, RecurrentEpsilonGreedyActor
-from deep_rl_zoo.drqn.train import build_network
+from deep_rl_zoo.drqn.train import build_network, obscuring_wrapper
 
 
-def main(config: EvalConfig) -> list[float]:
+@dataclasses.dataclass(frozen=True)
+class DrqnEvalConfig(EvalConfig):
+    obscure_probability: float = field(0.0, "Blank each observation with this probability, as in training.")
+
+
+def main(config: DrqnEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         num_actions = int(env.action_space.n)
         saved_config = checkpoint["config"] if checkpoint else {}
@@ -23,8 +30,10 @@ def main(config: EvalConfig) -> list[float]:
         rng = np.random.default_rng(config.seed)
         return RecurrentEpsilonGreedyActor(network, num_actions, epsilon, rng, device, Drqn.agent_name)
 
-    return run_support.evaluate(config, Drqn.agent_name, build_actor)
+    return run_support.evaluate(
+        config, Drqn.agent_name, build_actor, wrap_env=obscuring_wrapper(config.obscure_probability)
+    )
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {}, main)
+    run_script(DrqnEvalConfig, {}, main)

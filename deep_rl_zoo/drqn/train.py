@@ -1,6 +1,7 @@
 """DRQN's configuration and the `main` that `run_classic` and `run_atari` share."""
 
 import dataclasses
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -10,6 +11,7 @@ from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo import run_support
 from deep_rl_zoo.config import RunConfig, field
 from deep_rl_zoo.drqn import agent
+from deep_rl_zoo.drqn.obscured import ObscuredObservation
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks.value import DrqnNetwork
 from deep_rl_zoo.schedules import LinearSchedule
@@ -41,9 +43,16 @@ class DrqnConfig(RunConfig):
     eval_exploration_epsilon: float = field(0.0, "Epsilon of the greedy evaluation.")
     max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
     hidden_sizes: tuple[int, ...] = field((128,), "Hidden layer sizes of the MLP before the LSTM (classic).")
+    obscure_probability: float = field(
+        0.0, "Blank each observation with this probability (0.5 on Atari = the paper's flickering games)."
+    )
 
     def __post_init__(self):
         super().__post_init__()
+        require(
+            0.0 <= self.obscure_probability <= 1.0,
+            f"--obscure_probability must be in [0, 1], got {self.obscure_probability}",
+        )
         for name in (
             "unroll_length",
             "lstm_size",
@@ -135,7 +144,17 @@ def build_agents(config: DrqnConfig, env: gym.Env, device: torch.device) -> run_
     return run_support.Agents(train_agent, eval_agent)
 
 
+def obscuring_wrapper(probability: float) -> Callable[[gym.Env], gym.Env] | None:
+    """The wrapper that makes the env partially observable, or None when `probability` is 0."""
+    if probability <= 0.0:
+        return None
+    return lambda env: ObscuredObservation(env, probability)
+
+
 def main(config: DrqnConfig):
     return run_support.train(
-        config, agent.Drqn.agent_name, lambda env, device: build_agents(config, env, device)
+        config,
+        agent.Drqn.agent_name,
+        lambda env, device: build_agents(config, env, device),
+        wrap_env=obscuring_wrapper(config.obscure_probability),
     )
