@@ -17,6 +17,7 @@ time-limit truncation at s_{t+1} still bootstraps from V(s_{t+1}), the cut-off s
 the unroll holds.
 """
 
+import warnings
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -185,16 +186,25 @@ class _ActionParameters(nn.Module):
 
 def _traced_policy(
     policy: nn.Module, continuous: bool, observation_space: gym.Space, device: torch.device
-) -> torch.jit.ScriptModule:
+) -> nn.Module:
     """The policy recorded by `torch.jit.trace`: for one observation at a time, Python's per-module
     overhead costs more than the arithmetic, and the recorded graph skips it (about 2.5x faster for
     the classic-control MLP). The trace keeps the module's own parameter tensors (it is not frozen),
-    so parameters copied into `policy` later are used."""
+    so parameters copied into `policy` later are used.
+
+    torch 2.13 marks `torch.jit.trace` deprecated (its successors compile for seconds per process); if
+    a later torch drops it, the actor falls back to the plain module: slower, identical actions.
+    """
+    module = _ActionParameters(policy, continuous).eval()
     example = torch.zeros((1, *observation_space.shape), dtype=torch.float32, device=device)
     if observation_dtype(observation_space) == np.uint8:
         example = example.to(torch.uint8)
-    with torch.no_grad():
-        return torch.jit.trace(_ActionParameters(policy, continuous).eval(), example, check_trace=False)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return torch.jit.trace(module, example, check_trace=False)
+    except (AttributeError, RuntimeError):
+        return module
 
 
 class ClippedActionActor:

@@ -309,3 +309,14 @@ def test_ctrl_c_stops_the_learner_and_every_actor(tmp_path):
     for pid in map(int, pid_file.read_text().split()):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_actors_on_gpu_without_a_gpu_keeps_actors_on_the_cpu_and_says_so_once(capsys):
+    from deep_rl_zoo import run_support
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: actors would go there")
+    assert run_support.actor_devices(3, actors_on_gpu=True) == [torch.device("cpu")] * 3
+    assert capsys.readouterr().err.count("no CUDA device") == 1
+    assert run_support.actor_devices(3, actors_on_gpu=False) == [torch.device("cpu")] * 3
+    assert capsys.readouterr().err == ""

@@ -23,14 +23,14 @@ from deep_rl_zoo.schedules import LinearSchedule
 class PpoConfig(run_support.DistributedConfig):
     """PPO hyper-parameters. The defaults are the classic-control ones, tuned here on CartPole-v1:
     RL Baselines3 Zoo's tuned CartPole setting (gamma 0.98, lambda 0.8, Adam 1e-3 decayed to 0, no
-    entropy bonus) with 2 actors x 256 steps and 5 epochs of full-batch minibatches: 10 gradient steps
-    per 512 env steps, a quarter of the Zoo's 20 per 256, which learns about as fast per env step and
-    needs far less compute. run_atari and run_continuous use the paper's settings."""
+    entropy bonus) with 4 actors x 256 steps and 10 epochs of minibatches of 512: 20 gradient steps
+    per 1024 env steps, a quarter of the Zoo's 20 per 256; seeds 1, 2, 3 reached 475 after 10k, 61k
+    and 61k env steps. run_atari and run_continuous have their own defaults."""
 
-    num_actors: int = field(2, "Actor processes, each with its own environment and copy of the network.")
+    num_actors: int = field(4, "Actor processes, each with its own environment and copy of the network.")
     unroll_length: int = field(256, "Env steps per unroll; an update learns from one unroll per actor.")
-    num_epochs: int = field(5, "Passes over each batch of unrolls.")
-    minibatch_size: int = field(256, "Transitions per gradient step.")
+    num_epochs: int = field(10, "Passes over each batch of unrolls.")
+    minibatch_size: int = field(512, "Transitions per gradient step.")
     learning_rate: float = field(1e-3, "Adam learning rate (at the start, if annealed).")
     anneal_learning_rate: bool = field(True, "Decay the learning rate linearly to 0 over the whole run.")
     adam_eps: float = field(1e-5, "Adam epsilon.")
