@@ -353,10 +353,14 @@ def test_a_nan_loss_stops_the_run_naming_the_step():
 
 @pytest.mark.learning
 def test_dqn_learns_cartpole(tmp_path):
-    """DQN's default classic flags reach a clearly learned greedy return within 30,000 env steps."""
+    """DQN's default classic flags reach a clearly learned greedy return within 40,000 env steps.
+
+    Seed 1 measured: 500 at 40,000 env steps (benchmarks/README.md); runs are deterministic per seed.
+    """
     config = dataclasses.replace(
         tiny_classic_config(tmp_path),
-        num_iterations=6,
+        seed=1,
+        num_iterations=8,
         num_train_steps=5000,
         num_eval_steps=2500,
         replay_capacity=train.DqnConfig.replay_capacity,
