@@ -10,11 +10,17 @@ Prints one row per seed and a verdict against the target "at least 4 of 5 seeds 
 steps" (in general: at least 80% of the seeds); exits with status 1 when it is missed.
 
     python benchmarks/dqn_cartpole.py [--seeds=1,2,3,4,5] [--set learning_rate=5e-4 --set batch_size=128]
+
+`--agent` runs another value-based agent's `train.main` the same way (its config's defaults plus the
+`--set` overrides), e.g. QR-DQN over 100,000 env steps:
+
+    python benchmarks/dqn_cartpole.py --agent=qr_dqn --max_env_steps=100000 --set num_iterations=20
 """
 
 import argparse
 import csv
 import dataclasses
+import importlib
 import math
 import os
 import sys
@@ -35,14 +41,14 @@ MAX_ENV_STEPS = 50_000
 REQUIRED_FRACTION = 0.8  # 4 of 5 seeds
 
 
-def parse_overrides(items: list[str]) -> dict:
-    """`name=value` strings -> DqnConfig field values of the right type (for tuning experiments)."""
-    hints = typing.get_type_hints(train.DqnConfig)
+def parse_overrides(items: list[str], config_class: type = train.DqnConfig) -> dict:
+    """`name=value` strings -> config field values of the right type (for tuning experiments)."""
+    hints = typing.get_type_hints(config_class)
     overrides = {}
     for item in items:
         name, _, value = item.partition("=")
         if name not in hints:
-            raise SystemExit(f"--set: DqnConfig has no field {name!r}")
+            raise SystemExit(f"--set: {config_class.__name__} has no field {name!r}")
         hint = hints[name]
         if typing.get_origin(hint) is tuple:
             overrides[name] = tuple(int(x) for x in value.split(","))
@@ -53,10 +59,11 @@ def parse_overrides(items: list[str]) -> dict:
     return overrides
 
 
-def run_seed(seed: int, overrides: dict, work_dir: str) -> dict:
+def run_seed(seed: int, overrides: dict, work_dir: str, train_module=train) -> dict:
     """Trains one seed with the defaults (plus `overrides`); returns its steps-to-threshold and wall time."""
     csv_path = os.path.join(work_dir, f"seed{seed}.csv")
-    config = train.DqnConfig(
+    config_class = typing.get_type_hints(train_module.main)["config"]
+    config = config_class(
         **{
             "seed": seed,
             "checkpoint_dir": os.path.join(work_dir, f"checkpoints{seed}"),
@@ -68,7 +75,7 @@ def run_seed(seed: int, overrides: dict, work_dir: str) -> dict:
         }
     )
     start = time.perf_counter()
-    state = train.main(config)
+    state = train_module.main(config)
     wall_s = time.perf_counter() - start
     with open(csv_path) as f:
         rows = list(csv.DictReader(f))
@@ -93,20 +100,26 @@ def run_seed(seed: int, overrides: dict, work_dir: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1,2,3,4,5", help="Comma-separated seeds.")
+    parser.add_argument("--agent", default="dqn", help="Package under deep_rl_zoo whose train.main runs.")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="NAME=VALUE", help="Override a DqnConfig default."
+        "--max_env_steps", type=int, default=MAX_ENV_STEPS, help="A seed counts as solved within this."
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="Override a config default."
     )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    overrides = parse_overrides(args.set)
-    defaults = train.DqnConfig(**overrides)
-    shown = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(train.DqnConfig)}
+    train_module = importlib.import_module(f"deep_rl_zoo.{args.agent}.train")
+    config_class = typing.get_type_hints(train_module.main)["config"]
+    overrides = parse_overrides(args.set, config_class)
+    defaults = config_class(**overrides)
+    shown = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(config_class)}
     print("config:", {k: v for k, v in shown.items() if k not in ("checkpoint_dir", "runs_dir", "tag")})
 
     results = []
-    with tempfile.TemporaryDirectory(prefix="dqn_cartpole_") as work_dir:
+    with tempfile.TemporaryDirectory(prefix=f"{args.agent}_cartpole_") as work_dir:
         for seed in seeds:
-            result = run_seed(seed, overrides, work_dir)
+            result = run_seed(seed, overrides, work_dir, train_module)
             results.append(result)
             print(
                 f"seed {seed}: steps to {THRESHOLD:.0f} {result['steps_to_threshold'] or '-'}, "
@@ -124,12 +137,12 @@ def main() -> int:
             f"| {r['wall_s']:.1f} | {r['best_eval']:.1f} |"
         )
     solved = [
-        r for r in results if r["steps_to_threshold"] is not None and r["steps_to_threshold"] <= MAX_ENV_STEPS
+        r for r in results if r["steps_to_threshold"] is not None and r["steps_to_threshold"] <= args.max_env_steps
     ]
     required = math.ceil(REQUIRED_FRACTION * len(seeds))
     ok = len(solved) >= required
     print(
-        f"\n{len(solved)} of {len(seeds)} seeds reached {THRESHOLD:.0f} within {MAX_ENV_STEPS:,} env steps "
+        f"\n{len(solved)} of {len(seeds)} seeds reached {THRESHOLD:.0f} within {args.max_env_steps:,} env steps "
         f"(target: at least {required}): {'PASS' if ok else 'FAIL'}"
     )
     return 0 if ok else 1
