@@ -31,9 +31,9 @@ class EpsilonGreedyActor:
         self._device = device
 
     def step(self, timestep: TimeStep) -> int:
-        if self._rng.random() < self._epsilon:
-            return int(self._rng.integers(self._num_actions))
-        return greedy_action(self._network, timestep.observation, self._device)
+        return epsilon_greedy_action(
+            self._network, timestep.observation, self._epsilon, self._num_actions, self._rng, self._device
+        )
 
     def reset(self) -> None:
         pass
@@ -54,6 +54,23 @@ def greedy_action(network: nn.Module, observation: np.ndarray, device: torch.dev
     """arg-max_a Q(observation, a) for one observation."""
     x = torch.as_tensor(observation, device=device).unsqueeze(0)
     return int(network(x).q_values.argmax(dim=1).item())
+
+
+def epsilon_greedy_action(
+    network: nn.Module,
+    observation: np.ndarray,
+    epsilon: float,
+    num_actions: int,
+    rng: np.random.Generator,
+    device: torch.device,
+) -> int:
+    """A uniformly random action with probability `epsilon`, else the greedy one.
+
+    The coin is tossed first, so a random action costs no network forward pass.
+    """
+    if rng.random() < epsilon:
+        return int(rng.integers(num_actions))
+    return greedy_action(network, observation, device)
 
 
 class PolicyGreedyActor:

@@ -19,6 +19,7 @@ from collections import deque
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
+import torch
 
 from deep_rl_zoo.types_ import TimeStep
 
@@ -609,3 +610,46 @@ class PrioritizedReplay(UniformReplay[ItemT]):
     def priorities(self) -> np.ndarray:
         """float64 [size]: priority^alpha of every stored item (for tests and debugging)."""
         return self._tree.values()[: self.size]
+
+
+class TransitionWriter:
+    """What every replay-based Q agent does with a timestep: store it, n-step accumulated, frames once.
+
+    `add` turns the timestep into zero or more `Transition`s (via the accumulator) and adds them to the
+    replay; on Atari the observation goes to the `FrameStackStore` first and the transitions carry its
+    handles. `to_tensors` turns a sampled batch back into tensors, rebuilding the frame stacks.
+    """
+
+    def __init__(
+        self,
+        replay: UniformReplay,
+        accumulator: TransitionAccumulator,
+        frame_store: FrameStackStore | None = None,
+    ):
+        self.replay = replay
+        self.frame_store = frame_store
+        self._accumulator = accumulator
+
+    def add(self, timestep: TimeStep, action: Any) -> None:
+        stored = timestep.observation
+        if self.frame_store is not None:
+            stored = self.frame_store.add(timestep.observation[-1], timestep.first)
+        for transition in self._accumulator.step(timestep, stored, action):
+            self.replay.add(transition)
+
+    def reset(self) -> None:
+        self._accumulator.reset()
+
+    def to_tensors(self, batch: Transition, device: torch.device) -> Transition:
+        """A sampled batch as tensors: observations as stored (uint8 frames stay uint8), int64 actions,
+        float32 rewards and discounts."""
+        s_tm1, s_t = batch.s_tm1, batch.s_t
+        if self.frame_store is not None:
+            s_tm1, s_t = self.frame_store.stacks(s_tm1), self.frame_store.stacks(s_t)
+        return Transition(
+            s_tm1=torch.as_tensor(s_tm1, device=device),
+            a_tm1=torch.as_tensor(batch.a_tm1, device=device, dtype=torch.int64),
+            r_t=torch.as_tensor(batch.r_t, device=device, dtype=torch.float32),
+            discount_t=torch.as_tensor(batch.discount_t, device=device, dtype=torch.float32),
+            s_t=torch.as_tensor(s_t, device=device),
+        )

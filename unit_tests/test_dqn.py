@@ -75,7 +75,7 @@ def test_run_atari_smoke_stores_each_frame_once(tmp_path):
         }
     )
     agents = train.build_agents(config, _pong_env(config), torch.device("cpu"))
-    assert agents.train_agent._frame_store is not None  # frames kept once, stacks rebuilt on sampling
+    assert agents.train_agent._writer.frame_store is not None  # frames kept once, stacks rebuilt on sampling
     state = train.main(config)
     assert state.train_env_steps == 80
     assert os.path.isfile(tmp_path / "checkpoints" / "DQN_Pong_0.ckpt")
@@ -155,9 +155,13 @@ def test_resume_restores_the_exact_agent_state(tmp_path):
         for name, tensor in payload["agent"][key].items():
             assert torch.equal(restored[key][name], tensor)
     assert restored["rng"] == payload["agent"]["rng"]
-    assert agents.train_agent.epsilon == pytest.approx(
-        LinearSchedule(1.0, 0.01, 100, 10_000)(payload["agent"]["env_steps"])
+    schedule = LinearSchedule(
+        config.exploration_epsilon_begin_value,
+        config.exploration_epsilon_end_value,
+        config.min_replay_size,
+        config.exploration_epsilon_decay_steps,
     )
+    assert agents.train_agent.epsilon == pytest.approx(schedule(payload["agent"]["env_steps"]))
 
 
 def test_same_seed_gives_identical_returns(tmp_path):
