@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import multistep, policy_gradient
-from deep_rl_zoo.errors import NonFiniteLossError
+from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.types_ import TimeStep
 
 
@@ -130,15 +130,10 @@ class ActorCritic:
             pg.loss.mean() + self._value_coef * value.loss.mean() + self._entropy_coef * entropy.loss.mean()
         )
 
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-        self._optimizer.step()
+        loss_value = gradient_step(
+            loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
+        )
         self._learner_steps += 1
-        loss_value = loss.item()
-        if not np.isfinite(loss_value):
-            raise NonFiniteLossError(self._learner_steps, loss_value)
         self._stats = {
             "loss": loss_value,
             "policy_loss": pg.loss.mean().item(),
