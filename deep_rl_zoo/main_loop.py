@@ -488,7 +488,12 @@ def _actor_process_main(
     finally:
         if env is not None:
             env.close()
-    hub.messages.cancel_join_thread()  # the learner may no longer read: do not wait to flush on exit
+    # Exit only once every message is wholly in the pipe: a process that exits while its queue's feeder
+    # thread is half-way through a message leaves the learner's next read blocked forever. The learner
+    # keeps draining the queue until every actor has exited (ActorPool.close). An orphan (the learner was
+    # killed) has no reader left and must not wait to flush.
+    if os.getppid() != hub.learner_pid:
+        hub.messages.cancel_join_thread()
 
 
 class ActorPool:
@@ -613,7 +618,7 @@ class ActorPool:
             if process.pid is not None and process.is_alive():
                 process.kill()
                 process.join()
-        self._drain()
+        # No draining after a terminate or kill: a message cut off mid-write would block the read.
         self._hub.messages.close()
         self._hub.messages.cancel_join_thread()
 
