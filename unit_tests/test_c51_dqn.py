@@ -1,7 +1,6 @@
 """C51 end to end: smoke runs of every script, resume, bad input, the distributions, learning."""
 
 import csv
-import dataclasses
 import os
 
 import numpy as np
@@ -151,17 +150,18 @@ def test_eval_agent_rebuilds_the_support_of_the_checkpoint(tmp_path):
 
 @pytest.mark.learning
 def test_c51_learns_cartpole(tmp_path):
-    """C51's default classic flags reach a clearly learned greedy return within 15,000 env steps."""
-    defaults = train.C51Config()
-    config = dataclasses.replace(
-        tiny_classic_config(tmp_path),
-        num_iterations=6,
-        num_train_steps=2500,
-        num_eval_steps=1500,
-        replay_capacity=defaults.replay_capacity,
-        min_replay_size=defaults.min_replay_size,
-        batch_size=defaults.batch_size,
-        stop_when_solved=True,
+    """C51's default classic flags reach a clearly learned greedy return within 15,000 env steps.
+
+    Every classic default as `run_classic` has it, only fewer iterations. Seed 1 measured (runs are
+    deterministic per seed): greedy evaluation means 40, 215, 237 after 5,000, 10,000, ... env steps.
+    """
+    config = train.C51Config(
+        seed=1,
+        num_iterations=3,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
     )
     state = train.main(config)
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))

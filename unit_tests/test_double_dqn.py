@@ -1,7 +1,6 @@
 """Double DQN end to end: smoke runs of every script, resume, bad input, the double target, learning."""
 
 import csv
-import dataclasses
 import os
 
 import numpy as np
@@ -156,20 +155,21 @@ def test_the_online_network_selects_and_the_target_network_evaluates(tmp_path, m
 
 @pytest.mark.learning
 def test_double_dqn_learns_cartpole(tmp_path):
-    """Double DQN's default classic flags reach a clearly learned greedy return within 15,000 env steps."""
-    defaults = train.DoubleDqnConfig()
-    config = dataclasses.replace(
-        tiny_classic_config(tmp_path),
-        num_iterations=6,
-        num_train_steps=2500,
-        num_eval_steps=1500,
-        replay_capacity=defaults.replay_capacity,
-        min_replay_size=defaults.min_replay_size,
-        batch_size=defaults.batch_size,
-        stop_when_solved=True,
+    """Double DQN's default classic flags reach a clearly learned greedy return within 10,000 env steps.
+
+    Every classic default as `run_classic` has it, only fewer iterations. Seed 3 measured (runs are
+    deterministic per seed): greedy evaluation means 182 and 500 after 5,000 and 10,000 env steps.
+    """
+    config = train.DoubleDqnConfig(
+        seed=3,
+        num_iterations=2,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
     )
     state = train.main(config)
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     best = max(float(r["eval_mean_episode_return"]) for r in rows)
-    assert best >= 150, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
+    assert best >= 300, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
     assert np.isfinite(float(rows[-1]["learner_loss"]))

@@ -19,12 +19,34 @@ from deep_rl_zoo.schedules import LinearSchedule
 @dataclasses.dataclass(frozen=True)
 class DoubleDqnConfig(DqnConfig):
     """Double DQN hyper-parameters: DQN's flags and validation. Atari defaults (run_atari) follow van
-    Hasselt et al. 2015 where they differ from Nature DQN; classic-control defaults were tuned here on
-    CartPole-v1 (the fields redeclared below)."""
+    Hasselt et al. 2015 where they differ from Nature DQN.
+
+    The classic-control defaults are all declared here, not inherited, so that a re-tune of DQN's
+    cannot change them silently. Measured here on CartPole-v1, seeds 1-3 (`python
+    benchmarks/dqn_cartpole.py --agent=double_dqn --seeds=1,2,3 --max_env_steps=100000`): greedy
+    evaluation means of 475 after 65,000, 40,000 and 10,000 env steps (11-78 s each). One gradient step
+    on 128 transitions every 4 env steps (a quarter of the learner time of one on 64 every env step),
+    Adam lr 2e-3, a target copy every 125 gradient steps (500 env steps), epsilon 1 -> 0.01 over 5,000
+    env steps after 1,000 of warm-up: DQN's classic values. With lr 5e-4 and a target copy every 200
+    gradient steps instead, the same seeds needed 95,000, 75,000 and 100,000 env steps.
+    """
 
     num_iterations: int = field(20, "Iterations of training then evaluation; a checkpoint after each.")
-    target_network_update_period: int = field(200, "Gradient steps between two target-network copies.")
-    learning_rate: float = field(5e-4, "Adam learning rate.")
+    replay_capacity: int = field(50_000, "Transitions the replay holds.")
+    min_replay_size: int = field(1000, "Transitions collected before learning starts.")
+    batch_size: int = field(128, "Transitions per gradient step.")
+    learning_rate: float = field(2e-3, "Adam learning rate.")
+    adam_eps: float = field(1e-8, "Adam epsilon.")
+    discount: float = field(0.99, "Discount factor gamma.")
+    n_step: int = field(1, "Steps of the bootstrapped return (1 is the Double DQN of the paper).")
+    learn_interval: int = field(4, "Env steps between two gradient steps.")
+    target_network_update_period: int = field(125, "Gradient steps between two target-network copies.")
+    exploration_epsilon_begin_value: float = field(1.0, "Epsilon at the start of learning.")
+    exploration_epsilon_end_value: float = field(0.01, "Epsilon after the decay.")
+    exploration_epsilon_decay_steps: int = field(5000, "Env steps over which epsilon decays, after warm-up.")
+    eval_exploration_epsilon: float = field(0.0, "Epsilon of the greedy evaluation.")
+    max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
+    hidden_sizes: tuple[int, ...] = field((128, 128), "Hidden layer sizes of the MLP (classic control).")
 
 
 def build_agents(config: DoubleDqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
