@@ -19,7 +19,15 @@ from deep_rl_zoo.schedules import LinearSchedule
 @dataclasses.dataclass(frozen=True)
 class IqnConfig(RunConfig):
     """IQN hyper-parameters. Atari defaults (run_atari) follow Dabney et al. 2018; the classic-control
-    defaults below were tuned here on CartPole-v1 (3-step returns, a faster target refresh)."""
+    defaults below were tuned here on CartPole-v1 (3-step returns, a faster target refresh).
+
+    Classic-control tuning (CartPole-v1, benchmarks/dqn_cartpole.py --agent=iqn): DQN's recipe of one
+    gradient step on 128 transitions every 4 env steps, a target copy every 125 gradient steps and
+    epsilon down within 5,000 env steps, with Adam lr 1e-3. One gradient step on 64 every env step
+    (lr 5e-4, target every 200) ran at 71 env steps/s on the shared box and was at 212 after 10,000
+    env steps on seed 1; this recipe runs about 4x faster and reaches a greedy mean of 475 within
+    100,000 env steps on seeds 1-3 (see the figures in the commit that set it).
+    """
 
     num_online_taus: int = field(16, "N: fractions sampled per example for the online quantiles.")
     num_target_taus: int = field(16, "N': fractions sampled per example for the target quantiles.")
@@ -28,18 +36,16 @@ class IqnConfig(RunConfig):
     huber_delta: float = field(1.0, "kappa of the quantile Huber loss; 0 for the plain quantile loss.")
     replay_capacity: int = field(50_000, "Transitions the replay holds.")
     min_replay_size: int = field(1000, "Transitions collected before learning starts.")
-    batch_size: int = field(64, "Transitions per gradient step.")
-    learning_rate: float = field(5e-4, "Adam learning rate.")
+    batch_size: int = field(128, "Transitions per gradient step.")
+    learning_rate: float = field(1e-3, "Adam learning rate.")
     adam_eps: float = field(1e-8, "Adam epsilon.")
     discount: float = field(0.99, "Discount factor gamma.")
     n_step: int = field(3, "Steps of the bootstrapped return.")
-    learn_interval: int = field(1, "Env steps between two gradient steps.")
-    target_network_update_period: int = field(200, "Gradient steps between two target-network copies.")
+    learn_interval: int = field(4, "Env steps between two gradient steps.")
+    target_network_update_period: int = field(125, "Gradient steps between two target-network copies.")
     exploration_epsilon_begin_value: float = field(1.0, "Epsilon at the start of learning.")
     exploration_epsilon_end_value: float = field(0.01, "Epsilon after the decay.")
-    exploration_epsilon_decay_steps: int = field(
-        10_000, "Env steps over which epsilon decays, after warm-up."
-    )
+    exploration_epsilon_decay_steps: int = field(5000, "Env steps over which epsilon decays, after warm-up.")
     eval_exploration_epsilon: float = field(0.0, "Epsilon of the greedy evaluation.")
     max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
     hidden_sizes: tuple[int, ...] = field((128, 128), "Hidden layer sizes of the MLP (classic control).")
