@@ -31,7 +31,7 @@ class ActorCritic:
     a truncation or the plain end of an unroll bootstraps from V(s_T).
     """
 
-    agent_name = "ACTOR_CRITIC"
+    agent_name = "ActorCritic"
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ class ReinforceBaseline:
     learnt like a terminated one: the baseline is only subtracted, never bootstrapped from.
     """
 
-    agent_name = "REINFORCE_BASELINE"
+    agent_name = "REINFORCE-baseline"
 
     def __init__(
         self,
