@@ -351,3 +351,23 @@ def test_ppo_learns_cartpole(tmp_path):
     )
     state = train.main(config)
     assert state.solved, "PPO did not reach a greedy mean return of 475 on CartPole-v1 within 100k env steps"
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("environment_name", ["HalfCheetah-v5", "LunarLanderContinuous-v3", "BipedalWalker-v3"])
+def test_run_continuous_trains_mujoco_and_box2d_tasks(tmp_path, environment_name):
+    overrides = {
+        **run_continuous.DEFAULTS,
+        "environment_name": environment_name,
+        "num_iterations": 1,
+        "num_train_steps": 64,
+        "num_eval_steps": 20,
+        "max_episode_steps": 20,
+        "num_actors": 1,
+        "unroll_length": 32,
+        "minibatch_size": 32,
+        "num_epochs": 1,
+    }
+    state = train.main(_config(tmp_path, **overrides), action_space="continuous")
+    assert state.train_env_steps >= 64
+    assert os.path.isfile(tmp_path / "checkpoints" / f"PPO_{environment_name}_0.ckpt")
