@@ -212,9 +212,7 @@ def quantile_q_learning(
     base.assert_rank_and_dtype(discount_t, 1, torch.float32, "discount_t")
     base.assert_rank_and_dtype(dist_q_t_selector, 3, torch.float32, "dist_q_t_selector")
     base.assert_rank_and_dtype(dist_q_t, 3, torch.float32, "dist_q_t")
-    base.assert_batch_dims_equal(
-        [dist_q_tm1, tau_q_tm1, a_tm1, r_t, discount_t, dist_q_t_selector, dist_q_t]
-    )
+    base.assert_batch_dims_equal([dist_q_tm1, tau_q_tm1, a_tm1, r_t, discount_t, dist_q_t_selector, dist_q_t])
     num_actions = dist_q_tm1.shape[2]
     if dist_q_t.shape[2] != num_actions or dist_q_t_selector.shape[2] != num_actions:
         raise ValueError(

@@ -354,7 +354,9 @@ def test_ppo_learns_cartpole(tmp_path):
 
 
 @pytest.mark.smoke
-@pytest.mark.parametrize("environment_name", ["HalfCheetah-v5", "LunarLanderContinuous-v3", "BipedalWalker-v3"])
+@pytest.mark.parametrize(
+    "environment_name", ["HalfCheetah-v5", "LunarLanderContinuous-v3", "BipedalWalker-v3"]
+)
 def test_run_continuous_trains_mujoco_and_box2d_tasks(tmp_path, environment_name):
     overrides = {
         **run_continuous.DEFAULTS,
