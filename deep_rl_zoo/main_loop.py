@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
@@ -157,56 +157,108 @@ def run_single_thread_training_iterations(
         ) as bar:
             run_env_steps(num_train_steps, train_loop, train_stats, on_train_step, bar)
 
-        eval_stats.reset()
-        eval_loop = run_env_loop(eval_env, eval_agent, seed=seed + 7919 + iteration)
-        with tqdm(
-            total=num_eval_steps,
-            desc=f"iteration {iteration} eval",
-            unit="step",
-            disable=not show_progress,
-            leave=False,
-            mininterval=1.0,
-        ) as bar:
-            run_env_steps(num_eval_steps, eval_loop, eval_stats, progress=bar)
-        eval_loop.close()
-
+        eval_summary = run_evaluation_phase(
+            num_eval_steps,
+            eval_env,
+            eval_agent,
+            seed + 7919 + iteration,
+            iteration,
+            show_progress,
+            eval_stats,
+        )
         train_summary = train_stats.summary()
-        eval_summary = eval_stats.summary()
-        if eval_summary["num_episodes"] == 0:
-            # Not one whole episode fitted in the evaluation budget: report the partial return.
-            eval_summary["mean_episode_return"] = eval_stats.current_return
-        step = loop_state.train_env_steps
-        logger.scalars("train", {"steps_per_second": train_summary["steps_per_second"]}, step)
-        logger.scalars("eval", eval_summary, step)
-        row = {
-            "iteration": iteration,
-            "train_env_steps": step,
-            "train_mean_episode_return": train_summary["mean_episode_return"],
-            "train_num_episodes": train_summary["num_episodes"],
-            "train_steps_per_second": round(train_summary["steps_per_second"], 1),
-            "eval_mean_episode_return": eval_summary["mean_episode_return"],
-            "eval_num_episodes": eval_summary["num_episodes"],
-        }
-        row.update({f"learner_{k}": v for k, v in train_agent.statistics.items()})
-        logger.csv_row(row)
-        logger.flush()
-
-        loop_state.next_iteration = iteration + 1
-        solved = solved_return is not None and eval_summary["mean_episode_return"] >= solved_return
-        loop_state.solved = bool(solved)
-        path = save_checkpoint(iteration, loop_state)
-        tqdm.write(
-            f"iteration {iteration}: env steps {step}, train return {_fmt(train_summary['mean_episode_return'])}"
-            f" ({train_summary['steps_per_second']:.0f} steps/s), eval return "
-            f"{_fmt(eval_summary['mean_episode_return'])} over {eval_summary['num_episodes']} episodes, saved {path}"
+        solved = finish_iteration(
+            iteration=iteration,
+            train_mean_return=train_summary["mean_episode_return"],
+            train_num_episodes=train_summary["num_episodes"],
+            train_steps_per_second=train_summary["steps_per_second"],
+            eval_summary=eval_summary,
+            learner_statistics=train_agent.statistics,
+            logger=logger,
+            save_checkpoint=save_checkpoint,
+            loop_state=loop_state,
+            solved_return=solved_return,
         )
         if solved:
-            tqdm.write(
-                f"solved: evaluation mean {eval_summary['mean_episode_return']:.1f} >= {solved_return}"
-            )
             break
     train_loop.close()
     return loop_state
+
+
+def run_evaluation_phase(
+    num_eval_steps: int,
+    eval_env: gym.Env,
+    eval_agent: Agent,
+    seed: int,
+    iteration: int,
+    show_progress: bool,
+    eval_stats: trackers.PhaseStats,
+) -> dict[str, float]:
+    """Plays `num_eval_steps` greedy env steps from fresh episodes; returns the phase's summary."""
+    eval_stats.reset()
+    eval_loop = run_env_loop(eval_env, eval_agent, seed=seed)
+    with tqdm(
+        total=num_eval_steps,
+        desc=f"iteration {iteration} eval",
+        unit="step",
+        disable=not show_progress,
+        leave=False,
+        mininterval=1.0,
+    ) as bar:
+        run_env_steps(num_eval_steps, eval_loop, eval_stats, progress=bar)
+    eval_loop.close()
+    eval_summary = eval_stats.summary()
+    if eval_summary["num_episodes"] == 0:
+        # Not one whole episode fitted in the evaluation budget: report the partial return.
+        eval_summary["mean_episode_return"] = eval_stats.current_return
+    return eval_summary
+
+
+def finish_iteration(
+    *,
+    iteration: int,
+    train_mean_return: float,
+    train_num_episodes: int,
+    train_steps_per_second: float,
+    eval_summary: dict[str, float],
+    learner_statistics: Mapping[str, float],
+    logger: trackers.RunLogger,
+    save_checkpoint: Callable[[int, "LoopState"], str],
+    loop_state: "LoopState",
+    solved_return: float | None,
+) -> bool:
+    """What ends every iteration: TensorBoard, a CSV row, a checkpoint and a console line.
+
+    Returns whether the evaluation mean reached `solved_return` (the run then stops).
+    """
+    step = loop_state.train_env_steps
+    logger.scalars("train", {"steps_per_second": train_steps_per_second}, step)
+    logger.scalars("eval", eval_summary, step)
+    row = {
+        "iteration": iteration,
+        "train_env_steps": step,
+        "train_mean_episode_return": train_mean_return,
+        "train_num_episodes": train_num_episodes,
+        "train_steps_per_second": round(train_steps_per_second, 1),
+        "eval_mean_episode_return": eval_summary["mean_episode_return"],
+        "eval_num_episodes": eval_summary["num_episodes"],
+    }
+    row.update({f"learner_{k}": v for k, v in learner_statistics.items()})
+    logger.csv_row(row)
+    logger.flush()
+
+    loop_state.next_iteration = iteration + 1
+    solved = solved_return is not None and eval_summary["mean_episode_return"] >= solved_return
+    loop_state.solved = bool(solved)
+    path = save_checkpoint(iteration, loop_state)
+    tqdm.write(
+        f"iteration {iteration}: env steps {step}, train return {_fmt(train_mean_return)}"
+        f" ({train_steps_per_second:.0f} steps/s), eval return "
+        f"{_fmt(eval_summary['mean_episode_return'])} over {eval_summary['num_episodes']} episodes, saved {path}"
+    )
+    if solved:
+        tqdm.write(f"solved: evaluation mean {eval_summary['mean_episode_return']:.1f} >= {solved_return}")
+    return bool(solved)
 
 
 def _fmt(x: float) -> str:
@@ -705,52 +757,28 @@ def run_distributed_training_iterations(
         train_steps = loop_state.train_env_steps - phase_start_steps
         train_steps_per_second = train_steps / max(time.perf_counter() - phase_start_time, 1e-9)
 
-        eval_stats.reset()
-        eval_loop = run_env_loop(eval_env, eval_agent, seed=seed + 7919 + iteration)
-        with tqdm(
-            total=num_eval_steps,
-            desc=f"iteration {iteration} eval",
-            unit="step",
-            disable=not show_progress,
-            leave=False,
-            mininterval=1.0,
-        ) as bar:
-            run_env_steps(num_eval_steps, eval_loop, eval_stats, progress=bar)
-        eval_loop.close()
-        eval_summary = eval_stats.summary()
-        if eval_summary["num_episodes"] == 0:
-            eval_summary["mean_episode_return"] = eval_stats.current_return
-
-        step = loop_state.train_env_steps
-        train_mean = float(np.mean(train_returns)) if train_returns else math.nan
-        logger.scalars("train", {"steps_per_second": train_steps_per_second}, step)
-        logger.scalars("eval", eval_summary, step)
-        row = {
-            "iteration": iteration,
-            "train_env_steps": step,
-            "train_mean_episode_return": train_mean,
-            "train_num_episodes": len(train_returns),
-            "train_steps_per_second": round(train_steps_per_second, 1),
-            "eval_mean_episode_return": eval_summary["mean_episode_return"],
-            "eval_num_episodes": eval_summary["num_episodes"],
-        }
-        row.update({f"learner_{k}": v for k, v in learner.statistics.items()})
-        logger.csv_row(row)
-        logger.flush()
-
-        loop_state.next_iteration = iteration + 1
-        solved = solved_return is not None and eval_summary["mean_episode_return"] >= solved_return
-        loop_state.solved = bool(solved)
-        path = save_checkpoint(iteration, loop_state)
-        tqdm.write(
-            f"iteration {iteration}: env steps {step}, train return {_fmt(train_mean)}"
-            f" ({train_steps_per_second:.0f} steps/s), eval return "
-            f"{_fmt(eval_summary['mean_episode_return'])} over {eval_summary['num_episodes']} episodes, saved {path}"
+        eval_summary = run_evaluation_phase(
+            num_eval_steps,
+            eval_env,
+            eval_agent,
+            seed + 7919 + iteration,
+            iteration,
+            show_progress,
+            eval_stats,
+        )
+        solved = finish_iteration(
+            iteration=iteration,
+            train_mean_return=float(np.mean(train_returns)) if train_returns else math.nan,
+            train_num_episodes=len(train_returns),
+            train_steps_per_second=train_steps_per_second,
+            eval_summary=eval_summary,
+            learner_statistics=learner.statistics,
+            logger=logger,
+            save_checkpoint=save_checkpoint,
+            loop_state=loop_state,
+            solved_return=solved_return,
         )
         if solved:
-            tqdm.write(
-                f"solved: evaluation mean {eval_summary['mean_episode_return']:.1f} >= {solved_return}"
-            )
             break
     return loop_state
 
