@@ -131,21 +131,7 @@ def train(
     device = resolve_device(config.device)
     seed_everything(config.seed, config.num_threads)
 
-    resume_payload = None
-    existing = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
-    if existing is not None and not config.resume:
-        raise ConfigError(
-            f"{existing} already exists; pass --resume to continue that run, or another --checkpoint_dir "
-            "for a new one (checkpoints are never overwritten by a fresh run)"
-        )
-    if config.resume:
-        path = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
-        if path is None:
-            raise ConfigError(
-                f"--resume: no {agent_name} checkpoint for {config.environment_name} in {config.checkpoint_dir}"
-            )
-        resume_payload = checkpoint.load_checkpoint(path, agent_name, environment_id)
-        print(f"resuming from {path}", file=sys.stderr)
+    resume_payload = load_resume_checkpoint(config, agent_name, environment_id)
 
     debug_render = "rgb_array" if config.debug_screenshots_interval > 0 else None
     train_env = make_environment(config, config.seed, train=True, render_mode=debug_render, wrap_env=wrap_env)
@@ -153,47 +139,10 @@ def train(
     check_action_space(train_env, agent_name, action_space)
     agents = build_agents(train_env, device)
 
-    if resume_payload is not None:
-        agents.train_agent.load_state_dict(resume_payload["agent"])
-        loop_state = main_loop.LoopState.from_state_dict(resume_payload["loop"])
-        if loop_state.next_iteration >= config.num_iterations:
-            raise ConfigError(
-                f"--resume: the run already finished {loop_state.next_iteration} of --num_iterations="
-                f"{config.num_iterations} iterations; raise --num_iterations to train further"
-            )
-    else:
-        loop_state = main_loop.LoopState()
-    if not loop_state.run_dir or not os.path.isdir(loop_state.run_dir):
-        name = checkpoint.file_stem(agent_name, config.environment_name) + (
-            f"_{config.tag}" if config.tag else ""
-        )
-        loop_state.run_dir = trackers.new_run_dir(config.runs_dir, name)
-    logger = trackers.RunLogger(
-        run_dir=loop_state.run_dir,
-        use_tensorboard=config.use_tensorboard,
-        results_csv_path=config.results_csv_path or os.path.join(loop_state.run_dir, "results.csv"),
-        debug_screenshots_interval=config.debug_screenshots_interval,
-    )
-    _write_config(loop_state.run_dir, config)
-
-    def save(iteration: int, state: main_loop.LoopState) -> str:
-        path = checkpoint.checkpoint_path(
-            config.checkpoint_dir, agent_name, config.environment_name, iteration
-        )
-        checkpoint.save_checkpoint(
-            path,
-            agent_name,
-            environment_id,
-            iteration,
-            agents.train_agent.state_dict(),
-            state.state_dict(),
-            config=dataclasses.asdict(config),
-        )
-        return path
-
-    solved_return = None
-    if config.stop_when_solved and train_env.spec is not None:
-        solved_return = train_env.spec.reward_threshold
+    loop_state = restore_or_start(config, agents.train_agent, resume_payload)
+    logger = open_run_logger(config, agent_name, loop_state)
+    save = checkpoint_saver(config, agent_name, environment_id, agents.train_agent)
+    solved_return = solved_return_of(config, train_env)
     try:
         return main_loop.run_single_thread_training_iterations(
             num_iterations=config.num_iterations,
@@ -214,6 +163,87 @@ def train(
         logger.close()
         train_env.close()
         eval_env.close()
+
+
+def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: str) -> dict | None:
+    """The latest checkpoint's payload for --resume, else None; refuses to overwrite a finished run's files."""
+    latest = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
+    if not config.resume:
+        if latest is not None:
+            raise ConfigError(
+                f"{latest} already exists; pass --resume to continue that run, or another --checkpoint_dir "
+                "for a new one (checkpoints are never overwritten by a fresh run)"
+            )
+        return None
+    if latest is None:
+        raise ConfigError(
+            f"--resume: no {agent_name} checkpoint for {config.environment_name} in {config.checkpoint_dir}"
+        )
+    payload = checkpoint.load_checkpoint(latest, agent_name, environment_id)
+    print(f"resuming from {latest}", file=sys.stderr)
+    return payload
+
+
+def restore_or_start(config: RunConfig, agent: Any, resume_payload: dict | None) -> main_loop.LoopState:
+    """Loads the agent's state and the loop's position from a resume checkpoint, or starts afresh."""
+    if resume_payload is None:
+        return main_loop.LoopState()
+    agent.load_state_dict(resume_payload["agent"])
+    loop_state = main_loop.LoopState.from_state_dict(resume_payload["loop"])
+    if loop_state.next_iteration >= config.num_iterations:
+        raise ConfigError(
+            f"--resume: the run already finished {loop_state.next_iteration} of --num_iterations="
+            f"{config.num_iterations} iterations; raise --num_iterations to train further"
+        )
+    return loop_state
+
+
+def open_run_logger(
+    config: RunConfig, agent_name: str, loop_state: main_loop.LoopState
+) -> trackers.RunLogger:
+    """The run's logger, in the resumed run's folder or a new one (never an existing folder of another run)."""
+    if not loop_state.run_dir or not os.path.isdir(loop_state.run_dir):
+        name = checkpoint.file_stem(agent_name, config.environment_name) + (
+            f"_{config.tag}" if config.tag else ""
+        )
+        loop_state.run_dir = trackers.new_run_dir(config.runs_dir, name)
+    _write_config(loop_state.run_dir, config)
+    return trackers.RunLogger(
+        run_dir=loop_state.run_dir,
+        use_tensorboard=config.use_tensorboard,
+        results_csv_path=config.results_csv_path or os.path.join(loop_state.run_dir, "results.csv"),
+        debug_screenshots_interval=config.debug_screenshots_interval,
+    )
+
+
+def checkpoint_saver(
+    config: RunConfig, agent_name: str, environment_id: str, agent: Any
+) -> Callable[[int, main_loop.LoopState], str]:
+    """save(iteration, loop_state) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with the run's flags."""
+
+    def save(iteration: int, state: main_loop.LoopState) -> str:
+        path = checkpoint.checkpoint_path(
+            config.checkpoint_dir, agent_name, config.environment_name, iteration
+        )
+        checkpoint.save_checkpoint(
+            path,
+            agent_name,
+            environment_id,
+            iteration,
+            agent.state_dict(),
+            state.state_dict(),
+            config=dataclasses.asdict(config),
+        )
+        return path
+
+    return save
+
+
+def solved_return_of(config: RunConfig, env: gym.Env) -> float | None:
+    """The env's reward threshold when --stop_when_solved (CartPole-v1: 475), else None."""
+    if config.stop_when_solved and env.spec is not None:
+        return env.spec.reward_threshold
+    return None
 
 
 def _write_config(run_dir: str, config: Any) -> None:
@@ -351,66 +381,16 @@ def train_distributed(
     device = resolve_device(config.device)
     seed_everything(config.seed, config.num_threads)
 
-    resume_payload = None
-    existing = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
-    if existing is not None and not config.resume:
-        raise ConfigError(
-            f"{existing} already exists; pass --resume to continue that run, or another --checkpoint_dir "
-            "for a new one (checkpoints are never overwritten by a fresh run)"
-        )
-    if config.resume:
-        path = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
-        if path is None:
-            raise ConfigError(
-                f"--resume: no {agent_name} checkpoint for {config.environment_name} in {config.checkpoint_dir}"
-            )
-        resume_payload = checkpoint.load_checkpoint(path, agent_name, environment_id)
-        print(f"resuming from {path}", file=sys.stderr)
+    resume_payload = load_resume_checkpoint(config, agent_name, environment_id)
 
     eval_env = make_environment(config, config.seed + 1, train=False)
     try:
         check_action_space(eval_env, agent_name, action_space)
         agents = build_learner(eval_env, device)
-        if resume_payload is not None:
-            agents.learner.load_state_dict(resume_payload["agent"])
-            loop_state = main_loop.LoopState.from_state_dict(resume_payload["loop"])
-            if loop_state.next_iteration >= config.num_iterations:
-                raise ConfigError(
-                    f"--resume: the run already finished {loop_state.next_iteration} of --num_iterations="
-                    f"{config.num_iterations} iterations; raise --num_iterations to train further"
-                )
-        else:
-            loop_state = main_loop.LoopState()
-        if not loop_state.run_dir or not os.path.isdir(loop_state.run_dir):
-            name = checkpoint.file_stem(agent_name, config.environment_name) + (
-                f"_{config.tag}" if config.tag else ""
-            )
-            loop_state.run_dir = trackers.new_run_dir(config.runs_dir, name)
-        logger = trackers.RunLogger(
-            run_dir=loop_state.run_dir,
-            use_tensorboard=config.use_tensorboard,
-            results_csv_path=config.results_csv_path or os.path.join(loop_state.run_dir, "results.csv"),
-        )
-        _write_config(loop_state.run_dir, config)
-
-        def save(iteration: int, state: main_loop.LoopState) -> str:
-            path = checkpoint.checkpoint_path(
-                config.checkpoint_dir, agent_name, config.environment_name, iteration
-            )
-            checkpoint.save_checkpoint(
-                path,
-                agent_name,
-                environment_id,
-                iteration,
-                agents.learner.state_dict(),
-                state.state_dict(),
-                config=dataclasses.asdict(config),
-            )
-            return path
-
-        solved_return = None
-        if config.stop_when_solved and eval_env.spec is not None:
-            solved_return = eval_env.spec.reward_threshold
+        loop_state = restore_or_start(config, agents.learner, resume_payload)
+        logger = open_run_logger(config, agent_name, loop_state)
+        save = checkpoint_saver(config, agent_name, environment_id, agents.learner)
+        solved_return = solved_return_of(config, eval_env)
         pool = main_loop.ActorPool(
             agents.learner.shared_module,
             functools.partial(_build_actor_process_side, config, build_actor, loop_state.next_iteration),
