@@ -69,7 +69,7 @@ def test_run_atari_smoke_stores_each_frame_once(tmp_path):
         }
     )
     env = run_support.make_environment(config, 0, train=True)
-    assert train.build_agents(config, env, torch.device("cpu")).train_agent._frame_store is not None
+    assert train.build_agents(config, env, torch.device("cpu")).train_agent._writer.frame_store is not None
     state = train.main(config)
     assert state.train_env_steps == 80
     assert os.path.isfile(tmp_path / "checkpoints" / f"{NAME}_Pong_0.ckpt")

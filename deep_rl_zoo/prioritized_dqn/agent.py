@@ -10,8 +10,8 @@ from torch import nn
 
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo import value_learning
-from deep_rl_zoo.errors import NonFiniteLossError
-from deep_rl_zoo.greedy_actors import greedy_action
+from deep_rl_zoo.greedy_actors import epsilon_greedy_action
+from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.types_ import TimeStep
 
@@ -68,8 +68,7 @@ class PrioritizedDqn:
         self._target_network = copy.deepcopy(network).requires_grad_(False)
         self._optimizer = optimizer
         self._replay = replay
-        self._accumulator = transition_accumulator
-        self._frame_store = frame_store
+        self._writer = replay_lib.TransitionWriter(replay, transition_accumulator, frame_store)
         self._exploration_epsilon = exploration_epsilon
         self._importance_sampling_exponent = importance_sampling_exponent
         self._priority_epsilon = priority_epsilon
@@ -90,12 +89,10 @@ class PrioritizedDqn:
         """Stores what `timestep` completes, learns when due, and returns an epsilon-greedy action."""
         if not timestep.first:
             self._env_steps += 1
-        action = self._act(timestep)
-        stored = timestep.observation
-        if self._frame_store is not None:
-            stored = self._frame_store.add(timestep.observation[-1], timestep.first)
-        for transition in self._accumulator.step(timestep, stored, action):
-            self._replay.add(transition)
+        action = epsilon_greedy_action(
+            self._network, timestep.observation, self.epsilon, self._num_actions, self._rng, self._device
+        )
+        self._writer.add(timestep, action)
         if (
             not timestep.first
             and self._replay.size >= self._min_replay_size
@@ -105,12 +102,7 @@ class PrioritizedDqn:
         return action
 
     def reset(self) -> None:
-        self._accumulator.reset()
-
-    def _act(self, timestep: TimeStep) -> int:
-        if self._rng.random() < self.epsilon:
-            return int(self._rng.integers(self._num_actions))
-        return greedy_action(self._network, timestep.observation, self._device)
+        self._writer.reset()
 
     @property
     def epsilon(self) -> float:
@@ -118,35 +110,26 @@ class PrioritizedDqn:
 
     def _learn(self) -> None:
         sample = self._replay.sample(self._batch_size, self._importance_sampling_exponent(self._env_steps))
-        batch = sample.items
-        s_tm1, s_t = batch.s_tm1, batch.s_t
-        if self._frame_store is not None:
-            s_tm1, s_t = self._frame_store.stacks(s_tm1), self._frame_store.stacks(s_t)
-        to = lambda x, dtype=None: torch.as_tensor(x, device=self._device, dtype=dtype)  # noqa: E731
-        q_tm1 = self._network(to(s_tm1)).q_values
+        batch = self._writer.to_tensors(sample.items, self._device)
+        q_tm1 = self._network(batch.s_tm1).q_values
         with torch.no_grad():
-            q_t_value = self._target_network(to(s_t)).q_values
-            q_t_selector = self._network(to(s_t)).q_values
+            q_t_value = self._target_network(batch.s_t).q_values
+            q_t_selector = self._network(batch.s_t).q_values
         output = value_learning.double_qlearning(
             q_tm1,
-            to(batch.a_tm1, torch.int64),
-            to(batch.r_t, torch.float32),
-            to(batch.discount_t, torch.float32),
+            batch.a_tm1,
+            batch.r_t,
+            batch.discount_t,
             q_t_value,
             q_t_selector,
             huber_delta=self._huber_delta,
         )
         # The weights undo the bias of prioritized sampling (Schaul et al. 2015, section 3.4).
-        loss = (to(sample.weights) * output.loss).mean()
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-        self._optimizer.step()
+        loss = (torch.as_tensor(sample.weights, device=self._device) * output.loss).mean()
+        self._last_loss = gradient_step(
+            loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
+        )
         self._learner_steps += 1
-        self._last_loss = loss.item()
-        if not np.isfinite(self._last_loss):
-            raise NonFiniteLossError(self._learner_steps, self._last_loss)
         priorities = output.extra.td_error.abs().cpu().numpy() + self._priority_epsilon
         self._replay.update_priorities(sample.indices, priorities)
         if self._learner_steps % self._target_network_update_period == 0:
@@ -171,7 +154,7 @@ class PrioritizedDqn:
             "env_steps": self._env_steps,
             "learner_steps": self._learner_steps,
             "rng": self._rng.bit_generator.state,
-            "replay_rng": self._replay._rng.bit_generator.state,
+            "replay_rng": self._replay.rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -181,4 +164,4 @@ class PrioritizedDqn:
         self._env_steps = state["env_steps"]
         self._learner_steps = state["learner_steps"]
         self._rng.bit_generator.state = state["rng"]
-        self._replay._rng.bit_generator.state = state["replay_rng"]
+        self._replay.rng.bit_generator.state = state["replay_rng"]
