@@ -64,7 +64,7 @@ def test_acting_averages_fresh_fractions_reproducibly():
 
 
 def test_learning_samples_separate_online_target_and_acting_counts(tmp_path, monkeypatch):
-    config = tiny_classic_config(tmp_path)
+    config = tiny_classic_config(tmp_path, learn_interval=1)  # so the last step below is a gradient step
     agents = train.build_agents(
         config, run_support.make_environment(config, 0, train=True), torch.device("cpu")
     )
@@ -166,11 +166,12 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
 
 @pytest.mark.learning
 def test_iqn_learns_cartpole(tmp_path):
-    """Default classic flags reach a clearly learned greedy return within 10,000 env steps."""
+    """Default classic flags reach a clearly learned greedy return within 5,000 env steps (seed 1: this test's
+    evaluation measured 299; 150 leaves a margin)."""
     defaults = train.IqnConfig()
     config = dataclasses.replace(
         tiny_classic_config(tmp_path),
-        num_iterations=2,
+        num_iterations=1,
         num_train_steps=5000,
         num_eval_steps=1500,
         num_online_taus=defaults.num_online_taus,

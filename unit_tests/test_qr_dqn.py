@@ -124,10 +124,11 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
 
 @pytest.mark.learning
 def test_qr_dqn_learns_cartpole(tmp_path):
-    """Default classic flags reach a clearly learned greedy return within 10,000 env steps."""
+    """Default classic flags reach a clearly learned greedy return within 5,000 env steps (seed 1: this test's
+    evaluation measured 204; 150 leaves a margin)."""
     config = dataclasses.replace(
         tiny_classic_config(tmp_path),
-        num_iterations=2,
+        num_iterations=1,
         num_train_steps=5000,
         num_eval_steps=1500,
         num_quantiles=train.QrDqnConfig.num_quantiles,
