@@ -28,9 +28,9 @@ class DrqnConfig(RunConfig):
     lr 3e-4, target every 250 gradient steps, epsilon over 5,000 steps) reach 447 after 5,000 env steps,
     then fall to 120-140 from 35,000 on (131 at 55,000, where the run was stopped); 106-161 env
     steps/s. The previous defaults (32 sequences every 2 env steps, lr 5e-4, target every 200, epsilon
-    over 10,000) oscillated between 120 and 305 for 50,000 env steps at about a third of that speed;
-    64 sequences every 8 env steps with lr 1e-3 and a target every 100 peaked at 355 and sat at 110-125
-    from 35,000 to 60,000. Carrying or resetting the LSTM state during evaluation made no difference
+    over 10,000) oscillated between 120 and 305 for 50,000 env steps (an earlier, loaded measurement;
+    timing one gradient step puts them at about a third of that speed); 64 sequences every 8 env steps
+    with lr 1e-3 and a target every 100 peaked at 355 and sat at 110-170 from 30,000 to 70,000. Carrying or resetting the LSTM state during evaluation made no difference
     to those returns, so the drop is in the learned Q-values, not in the state the actor carries.
     At 55,000 env steps the greedy episode ends with the pole upright and the cart past x = 2.4 (drift),
     Q is about 41 and 58% of the LSTM outputs sit beyond |0.95|: the linear head must read Q-values of
