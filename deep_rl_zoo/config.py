@@ -175,6 +175,6 @@ def run_script(
                         f"--{name} must be a comma-separated list of {element.__name__}"
                     ) from None
             values[name] = value
-        return main(config_cls(**values))
+        main(config_cls(**values))  # absl would print a returned value and exit 1
 
     app.run(_main)

@@ -394,3 +394,43 @@ def test_run_classic_accepts_the_other_classic_tasks(tmp_path, environment_name,
     assert state.train_env_steps == 300
     if environment_name == "LunarLander-v2":
         assert "LunarLander-v3" in capsys.readouterr().err  # the old name still works, with a note
+
+
+def test_cli_run_then_eval_exit_zero(tmp_path):
+    """The two commands of `make demo`, by their command lines: both must exit 0."""
+    common = ["--environment_name=CartPole-v1", f"--checkpoint_dir={tmp_path / 'c'}"]
+    train_run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deep_rl_zoo.dqn.run_classic",
+            *common,
+            "--num_iterations=1",
+            "--num_train_steps=200",
+            "--num_eval_steps=100",
+            "--min_replay_size=50",
+            "--noshow_progress",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert train_run.returncode == 0, train_run.stderr[-2000:]
+    eval_run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deep_rl_zoo.dqn.eval_agent",
+            *common,
+            "--load_checkpoint_file=latest",
+            "--num_episodes=1",
+            f"--recording_video_dir={tmp_path / 'v'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert eval_run.returncode == 0, eval_run.stderr[-2000:]
+    assert "mean return over 1 episodes" in eval_run.stdout
