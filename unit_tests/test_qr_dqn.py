@@ -76,7 +76,7 @@ def test_run_atari_smoke_stores_each_frame_once(tmp_path):
     agents = train.build_agents(
         config, run_support.make_environment(config, 0, train=True), torch.device("cpu")
     )
-    assert agents.train_agent._frame_store is not None
+    assert agents.train_agent._writer.frame_store is not None
     state = train.main(config)
     assert state.train_env_steps == 60
     assert os.path.isfile(tmp_path / "checkpoints" / "QR-DQN_Pong_0.ckpt")
