@@ -110,7 +110,7 @@ def test_run_atari_smoke_and_the_pong_agent_of_the_acting_benchmark(tmp_path):
     )
     env = run_support.make_environment(config, 0, train=True)
     agents = train.build_agents(config, env, torch.device("cpu"))
-    assert agents.train_agent._frame_store is not None  # frames kept once, stacks rebuilt on sampling
+    assert agents.train_agent._writer.frame_store is not None  # frames kept once, stacks rebuilt on sampling
     observation, info = env.reset(seed=0)
     action = agents.eval_agent.step(TimeStep(observation, 0.0, False, False, True, info))
     assert 0 <= action < env.action_space.n

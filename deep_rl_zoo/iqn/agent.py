@@ -10,13 +10,12 @@ import copy
 
 import numpy as np
 import torch
-from torch import nn
 
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo import value_learning
-from deep_rl_zoo.errors import NonFiniteLossError
-from deep_rl_zoo.greedy_actors import greedy_action
+from deep_rl_zoo.greedy_actors import epsilon_greedy_action
 from deep_rl_zoo.networks.value import IqnNetwork, QuantileNetworkOutput
+from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.types_ import TimeStep
 
@@ -100,8 +99,7 @@ class Iqn:
         self._acting_network = SampledTausQNetwork(network, num_acting_taus, tau_generator)
         self._optimizer = optimizer
         self._replay = replay
-        self._accumulator = transition_accumulator
-        self._frame_store = frame_store
+        self._writer = replay_lib.TransitionWriter(replay, transition_accumulator, frame_store)
         self._exploration_epsilon = exploration_epsilon
         self._num_actions = num_actions
         self._num_online_taus = num_online_taus
@@ -124,12 +122,15 @@ class Iqn:
         """Stores what `timestep` completes, learns when due, and returns an epsilon-greedy action."""
         if not timestep.first:
             self._env_steps += 1
-        action = self._act(timestep)
-        stored = timestep.observation
-        if self._frame_store is not None:
-            stored = self._frame_store.add(timestep.observation[-1], timestep.first)
-        for transition in self._accumulator.step(timestep, stored, action):
-            self._replay.add(transition)
+        action = epsilon_greedy_action(
+            self._acting_network,
+            timestep.observation,
+            self.epsilon,
+            self._num_actions,
+            self._rng,
+            self._device,
+        )
+        self._writer.add(timestep, action)
         if (
             not timestep.first
             and self._replay.size >= self._min_replay_size
@@ -139,24 +140,15 @@ class Iqn:
         return action
 
     def reset(self) -> None:
-        self._accumulator.reset()
-
-    def _act(self, timestep: TimeStep) -> int:
-        if self._rng.random() < self.epsilon:
-            return int(self._rng.integers(self._num_actions))
-        return greedy_action(self._acting_network, timestep.observation, self._device)
+        self._writer.reset()
 
     @property
     def epsilon(self) -> float:
         return self._exploration_epsilon(self._env_steps)
 
     def _learn(self) -> None:
-        batch = self._replay.sample(self._batch_size)
+        batch = self._writer.to_tensors(self._replay.sample(self._batch_size), self._device)
         s_tm1, s_t = batch.s_tm1, batch.s_t
-        if self._frame_store is not None:
-            s_tm1, s_t = self._frame_store.stacks(s_tm1), self._frame_store.stacks(s_t)
-        to = lambda x, dtype=None: torch.as_tensor(x, device=self._device, dtype=dtype)  # noqa: E731
-        s_tm1, s_t = to(s_tm1), to(s_t)
         size = s_tm1.shape[0]
         taus_tm1 = sample_taus(size, self._num_online_taus, self._tau_generator, self._device)
         dist_q_tm1 = self._network(s_tm1, taus_tm1).q_dist
@@ -168,23 +160,18 @@ class Iqn:
         output = value_learning.quantile_q_learning(
             dist_q_tm1,
             taus_tm1,
-            to(batch.a_tm1, torch.int64),
-            to(batch.r_t, torch.float32),
-            to(batch.discount_t, torch.float32),
+            batch.a_tm1,
+            batch.r_t,
+            batch.discount_t,
             dist_q_t_selector,
             dist_q_t,
             huber_delta=self._huber_delta,
         )
         loss = output.loss.mean()
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-        self._optimizer.step()
+        self._last_loss = gradient_step(
+            loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
+        )
         self._learner_steps += 1
-        self._last_loss = loss.item()
-        if not np.isfinite(self._last_loss):
-            raise NonFiniteLossError(self._learner_steps, self._last_loss)
         if self._learner_steps % self._target_network_update_period == 0:
             self._target_network.load_state_dict(self._network.state_dict())
 
@@ -205,7 +192,7 @@ class Iqn:
             "env_steps": self._env_steps,
             "learner_steps": self._learner_steps,
             "rng": self._rng.bit_generator.state,
-            "replay_rng": self._replay._rng.bit_generator.state,
+            "replay_rng": self._replay.rng.bit_generator.state,
             "tau_generator": self._tau_generator.get_state(),
         }
 
@@ -216,5 +203,5 @@ class Iqn:
         self._env_steps = state["env_steps"]
         self._learner_steps = state["learner_steps"]
         self._rng.bit_generator.state = state["rng"]
-        self._replay._rng.bit_generator.state = state["replay_rng"]
+        self._replay.rng.bit_generator.state = state["replay_rng"]
         self._tau_generator.set_state(state["tau_generator"])
