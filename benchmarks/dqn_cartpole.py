@@ -137,7 +137,9 @@ def main() -> int:
             f"| {r['wall_s']:.1f} | {r['best_eval']:.1f} |"
         )
     solved = [
-        r for r in results if r["steps_to_threshold"] is not None and r["steps_to_threshold"] <= args.max_env_steps
+        r
+        for r in results
+        if r["steps_to_threshold"] is not None and r["steps_to_threshold"] <= args.max_env_steps
     ]
     required = math.ceil(REQUIRED_FRACTION * len(seeds))
     ok = len(solved) >= required
