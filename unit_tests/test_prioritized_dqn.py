@@ -1,4 +1,6 @@
-"""Prioritized DQN end to end: smoke runs of every script, resume, bad input, priorities, learning."""
+"""Prioritized DQN: priorities, importance weights, beta annealing, its own bad input, learning.
+
+Smoke runs of every script, resume and the common bad input: test_replay_q_agents_common.py."""
 
 import csv
 import os
@@ -7,10 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, run_support
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo import run_support
 from deep_rl_zoo.errors import ConfigError
-from deep_rl_zoo.prioritized_dqn import eval_agent, run_atari, train
+from deep_rl_zoo.prioritized_dqn import train
 from deep_rl_zoo.types_ import TimeStep
 
 NAME = "PrioritizedDQN"
@@ -40,83 +41,14 @@ def read_csv(path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.smoke
-def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
-    state = train.main(tiny_classic_config(tmp_path))
-    for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"{NAME}_CartPole-v1_{iteration}.ckpt")
-    rows = read_csv(os.path.join(state.run_dir, "results.csv"))
-    assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
-    assert float(rows[-1]["learner_learner_steps"]) > 0  # it learned, not only acted
-
-
-@pytest.mark.smoke
-def test_run_atari_smoke_stores_each_frame_once(tmp_path):
-    config = train.PrioritizedDqnConfig(
-        **{
-            **run_atari.DEFAULTS,
-            "num_iterations": 1,
-            "num_train_steps": 80,
-            "num_eval_steps": 30,
-            "max_episode_steps": 40,
-            "replay_capacity": 200,
-            "min_replay_size": 40,
-            "batch_size": 8,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    env = run_support.make_environment(config, 0, train=True)
-    assert train.build_agents(config, env, torch.device("cpu")).train_agent._writer.frame_store is not None
-    state = train.main(config)
-    assert state.train_env_steps == 80
-    assert os.path.isfile(tmp_path / "checkpoints" / f"{NAME}_Pong_0.ckpt")
-
-
-@pytest.mark.smoke
-def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path):
-    train.main(tiny_classic_config(tmp_path, num_iterations=1))
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name="CartPole-v1",
-            num_episodes=2,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "recordings"),
-        )
-    )
-    assert len(returns) == 2 and all(r >= 1 for r in returns)
-    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "recordings"))
-
-
-@pytest.mark.smoke
-def test_resume_continues_where_the_run_stopped(tmp_path):
-    first = train.main(tiny_classic_config(tmp_path, num_iterations=2))
-    saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"{NAME}_CartPole-v1_1.ckpt"), NAME, "CartPole-v1"
-    )
-    resumed = train.main(tiny_classic_config(tmp_path, num_iterations=3, resume=True))
-    assert resumed.run_dir == first.run_dir and resumed.train_env_steps == 900
-    final = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"{NAME}_CartPole-v1_2.ckpt"), NAME, "CartPole-v1"
-    )
-    assert final["agent"]["env_steps"] == saved["agent"]["env_steps"] + 300
-    assert final["agent"]["learner_steps"] > saved["agent"]["learner_steps"]
-
-
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"environment_name": "CartPol-v1"}, "CartPole-v1"),
-        ({"environment_name": "Pendulum-v1"}, "discrete"),
-        ({"batch_size": 2000}, "batch_size"),
         ({"priority_exponent": -0.5}, "priority_exponent"),
         ({"importance_sampling_exponent_end_value": 1.5}, "importance_sampling_exponent_end_value"),
     ],
 )
-def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
+def test_agent_specific_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
         train.main(tiny_classic_config(tmp_path, **overrides))
     assert not os.path.exists(tmp_path / "checkpoints") and not os.path.exists(tmp_path / "runs")
