@@ -653,3 +653,17 @@ class TransitionWriter:
             discount_t=torch.as_tensor(batch.discount_t, device=device, dtype=torch.float32),
             s_t=torch.as_tensor(s_t, device=device),
         )
+
+
+def frame_store_for(
+    observation_shape: tuple[int, ...], replay_capacity: int, n_step: int
+) -> FrameStackStore | None:
+    """The FrameStackStore an n-step transition replay of `replay_capacity` needs for stacked-frame
+    observations [stack, H, W] (sized by `frame_store_capacity`), or None for vector observations."""
+    if len(observation_shape) != 3:
+        return None
+    return FrameStackStore(
+        capacity=frame_store_capacity(replay_capacity, n_step),
+        frame_shape=tuple(observation_shape[1:]),
+        stack_size=observation_shape[0],
+    )

@@ -79,13 +79,7 @@ def build_agents(config: PrioritizedDqnConfig, env: gym.Env, device: torch.devic
     num_actions = int(env.action_space.n)
     network = build_q_network(observation_shape, num_actions, config.hidden_sizes).to(device)
     rng = np.random.default_rng(config.seed)
-    frame_store = None
-    if len(observation_shape) == 3:  # Atari: keep each frame once
-        frame_store = replay_lib.FrameStackStore(
-            capacity=replay_lib.frame_store_capacity(config.replay_capacity, config.n_step),
-            frame_shape=tuple(observation_shape[1:]),
-            stack_size=observation_shape[0],
-        )
+    frame_store = replay_lib.frame_store_for(observation_shape, config.replay_capacity, config.n_step)
     train_agent = agent.PrioritizedDqn(
         network=network,
         optimizer=torch.optim.Adam(

@@ -83,13 +83,7 @@ def build_agents(config: QrDqnConfig, env: gym.Env, device: torch.device) -> run
     num_actions = int(env.action_space.n)
     network = build_network(dataclasses.asdict(config), observation_shape, num_actions).to(device)
     rng = np.random.default_rng(config.seed)
-    frame_store = None
-    if len(observation_shape) == 3:  # Atari: keep each frame once
-        frame_store = replay_lib.FrameStackStore(
-            capacity=replay_lib.frame_store_capacity(config.replay_capacity, config.n_step),
-            frame_shape=tuple(observation_shape[1:]),
-            stack_size=observation_shape[0],
-        )
+    frame_store = replay_lib.frame_store_for(observation_shape, config.replay_capacity, config.n_step)
     train_agent = agent.QrDqn(
         network=network,
         optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
