@@ -13,7 +13,6 @@ reuses `run_env_loop`.
 
 import dataclasses
 import math
-import os
 import queue as queue_lib
 import signal
 import sys
@@ -413,7 +412,17 @@ class _Hub(NamedTuple):
     parameters: SharedParameters
     messages: Any  # bounded multiprocessing queue of ActorMessage / _ActorFailure
     stop: Any  # multiprocessing Event: set by the learner when the run ends, for whatever reason
-    learner_pid: int
+    learner_alive: Any  # read end of a pipe only the learner writes to: it reads EOF once the learner died
+
+
+def _learner_gone(hub: _Hub) -> bool:
+    """Whether the learner process died (was killed: it could not set `stop`).
+
+    Not `os.getppid()`: an actor's parent may be the fork server, which outlives the learner for as long
+    as any actor runs. The pipe's write end lives only in the learner, so the kernel closes it when the
+    learner dies, however it dies, and the read end then polls as ready (EOF).
+    """
+    return hub.learner_alive.poll()
 
 
 class LearnerLink:
@@ -443,7 +452,7 @@ class LearnerLink:
         return self._version
 
     def should_stop(self) -> bool:
-        return self._hub.stop.is_set() or os.getppid() != self._hub.learner_pid
+        return self._hub.stop.is_set() or _learner_gone(self._hub)
 
     def pull_parameters(self) -> bool:
         """Copies the latest parameters if they changed since the last copy; returns whether it did."""
@@ -528,7 +537,7 @@ def _actor_process_main(
         pass
     except BaseException as e:  # report anything, even SystemExit, so the learner can name it
         failure = _ActorFailure(actor_index, f"{type(e).__name__}: {e}", traceback.format_exc())
-        while not (hub.stop.is_set() or os.getppid() != hub.learner_pid):
+        while not (hub.stop.is_set() or _learner_gone(hub)):
             try:
                 hub.messages.put(failure, timeout=_WAIT_SLICE_S)
                 hub.messages.close()
@@ -544,8 +553,28 @@ def _actor_process_main(
     # thread is half-way through a message leaves the learner's next read blocked forever. The learner
     # keeps draining the queue until every actor has exited (ActorPool.close). An orphan (the learner was
     # killed) has no reader left and must not wait to flush.
-    if os.getppid() != hub.learner_pid:
+    if _learner_gone(hub):
         hub.messages.cancel_join_thread()
+
+
+def _actor_process_context(build_actor: ActorBuilder) -> Any:
+    """How actor processes start: from a fork server where the platform has one, else spawned.
+
+    Forking the learner itself is unsafe (torch's and CUDA's threads do not survive a fork), and a spawned
+    process imports torch afresh: ~1.5 s of CPU per actor, longer than a whole CartPole update. A fork
+    server is a clean single-threaded process, started once per learner, that imports torch, gymnasium
+    and the actor's code before it forks each actor, so an actor starts in milliseconds and nothing
+    unsafe is inherited (CUDA is only initialised inside the actor).
+    """
+    if "forkserver" not in torch_mp.get_all_start_methods():
+        return torch_mp.get_context("spawn")
+    context = torch_mp.get_context("forkserver")
+    builder_module = getattr(getattr(build_actor, "func", build_actor), "__module__", None)
+    preload = ["torch", "gymnasium", __name__]
+    if builder_module and builder_module != "__main__":
+        preload.append(builder_module)
+    context.set_forkserver_preload(preload)  # applies when the server starts (the first pool only)
+    return context
 
 
 class ActorPool:
@@ -575,12 +604,13 @@ class ActorPool:
         if len(seeds) != len(devices):
             raise ValueError(f"{len(seeds)} seeds for {len(devices)} devices")
         self.num_actors = len(seeds)
-        context = torch_mp.get_context("spawn")  # fork + torch/CUDA threads is unsafe
+        context = _actor_process_context(build_actor)
+        alive_reader, self._alive_writer = context.Pipe(duplex=False)  # the writer never leaves this process
         self._hub = _Hub(
             parameters=SharedParameters(module, context),
             messages=context.Queue(maxsize=queue_size),
             stop=context.Event(),
-            learner_pid=os.getpid(),
+            learner_alive=alive_reader,
         )
         self._hub.parameters.publish(module)
         self._processes = [
@@ -594,8 +624,9 @@ class ActorPool:
         ]
 
     def __enter__(self) -> "ActorPool":
-        # Children inherit an ignored SIGINT through exec, so a terminal's Ctrl-C (sent to the whole
-        # process group) reaches only the learner, which then stops the actors in order.
+        # Children inherit an ignored SIGINT (spawned ones through exec; forked ones from the fork server,
+        # which is started by the first `start` here), so a terminal's Ctrl-C (sent to the whole process
+        # group) reaches only the learner, which then stops the actors in order.
         in_main_thread = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main_thread else None
         try:

@@ -320,3 +320,43 @@ def test_actors_on_gpu_without_a_gpu_keeps_actors_on_the_cpu_and_says_so_once(ca
     assert capsys.readouterr().err.count("no CUDA device") == 1
     assert run_support.actor_devices(3, actors_on_gpu=False) == [torch.device("cpu")] * 3
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
+def test_actors_exit_when_the_learner_is_killed(tmp_path):
+    """SIGKILL leaves the learner no chance to stop its actors: they must notice by themselves."""
+    pid_file = tmp_path / "pids"
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    process = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTIBLE_RUN, str(pid_file)],
+        cwd=repo_root,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert process.poll() is None, process.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(1.0)
+        actor_pids = list(map(int, pid_file.read_text().split()))
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while any(_running(pid) for pid in actor_pids):
+            assert time.monotonic() < deadline, f"actors {actor_pids} outlived the killed learner"
+            time.sleep(0.2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie is reaped by init, not by this test)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
