@@ -12,7 +12,7 @@ import torch
 
 from deep_rl_zoo import run_support
 from deep_rl_zoo.drqn import eval_agent, run_atari, train
-from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor, unroll
+from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor, n_step_transitions, unroll
 from deep_rl_zoo.drqn.obscured import ObscuredObservation
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks.value import DrqnNetwork
@@ -82,6 +82,69 @@ def test_sampling_before_one_whole_sequence_is_an_error():
 
 
 # ----------------------------------------------------------------------------------------------------
+# n-step transitions of a window
+
+
+def test_n_step_transitions_stop_at_a_termination_and_bootstrap_at_a_time_limit():
+    # One window of 5 transitions, gamma 0.5, n = 3. o_2 is terminal (discount_t[1] = 0), o_3 starts
+    # the next episode (transition 2, o_2 -> o_3, is invalid), o_5 is the last state of the window.
+    r_t = torch.tensor([[1.0], [2.0], [9.0], [4.0], [8.0]])
+    discount_t = torch.tensor([[0.5], [0.0], [0.5], [0.5], [0.5]])
+    valid_t = torch.tensor([[True], [True], [False], [True], [True]])
+    got = n_step_transitions(r_t, discount_t, valid_t, n=3)
+    # j=0: 1 + 0.5 * 2 = 2, discount 0.5 * 0 = 0 (o_2 terminal), bootstrap at 2 (ignored)
+    # j=1: 2, discount 0, bootstrap at 2
+    # j=2: invalid: nothing, discount 1, bootstrap at 2 (masked by the learner)
+    # j=3: 4 + 0.5 * 8 = 8, discount 0.5 * 0.5 = 0.25, bootstrap at the window's end, 5
+    # j=4: 8, discount 0.5, bootstrap at 5
+    torch.testing.assert_close(got.r_n[:, 0], torch.tensor([2.0, 2.0, 0.0, 8.0, 8.0]))
+    torch.testing.assert_close(got.discount_n[:, 0], torch.tensor([0.0, 0.0, 1.0, 0.25, 0.5]))
+    assert got.bootstrap_index[:, 0].tolist() == [2, 2, 2, 5, 5]
+
+
+def test_n_step_transitions_of_a_time_limit_bootstrap_from_the_episodes_last_state():
+    # o_2 ends an episode by truncation (discount_t[1] = gamma = 0.5) and o_3 starts the next one.
+    r_t = torch.tensor([[1.0], [2.0], [0.0], [4.0]])
+    discount_t = torch.tensor([[0.5], [0.5], [0.5], [0.5]])
+    valid_t = torch.tensor([[True], [True], [False], [True]])
+    got = n_step_transitions(r_t, discount_t, valid_t, n=4)
+    # j=0: 1 + 0.5 * 2 = 2, then 0.25 * V(o_2): the cut-off state still bootstraps
+    assert got.bootstrap_index[0, 0] == 2 and got.discount_n[0, 0] == 0.25 and got.r_n[0, 0] == 2.0
+
+
+def test_n_step_transitions_equal_a_naive_loop_and_n_1_is_the_one_step_transition():
+    generator = torch.Generator().manual_seed(0)
+    r_t = torch.randint(0, 5, (9, 6), generator=generator).float()
+    discount_t = 0.9 * (torch.rand(9, 6, generator=generator) > 0.2).float()
+    valid_t = torch.rand(9, 6, generator=generator) > 0.2
+    for n in (1, 2, 4, 12):
+        got = n_step_transitions(r_t, discount_t, valid_t, n)
+        for j in range(9):
+            for b in range(6):
+                total, discount, k = 0.0, 1.0, j
+                while k < min(j + n, 9) and valid_t[k, b]:
+                    total, discount, k = (
+                        total + discount * r_t[k, b].item(),
+                        discount * discount_t[k, b].item(),
+                        k + 1,
+                    )
+                assert got.r_n[j, b].item() == pytest.approx(total)
+                assert got.discount_n[j, b].item() == pytest.approx(discount)
+                assert got.bootstrap_index[j, b].item() == k
+    one = n_step_transitions(r_t, discount_t, valid_t, 1)
+    torch.testing.assert_close(one.r_n, torch.where(valid_t, r_t, 0.0))
+    torch.testing.assert_close(one.discount_n, torch.where(valid_t, discount_t, 1.0))
+
+
+def test_n_step_transitions_reject_bad_input():
+    r_t = torch.zeros(3, 2)
+    with pytest.raises(ValueError, match="n must be"):
+        n_step_transitions(r_t, r_t, r_t.bool(), 0)
+    with pytest.raises(ValueError, match="valid_t"):
+        n_step_transitions(r_t, r_t, r_t, 2)  # float mask
+
+
+# ----------------------------------------------------------------------------------------------------
 # Network and actor
 
 
@@ -99,6 +162,23 @@ def test_first_flag_resets_the_state_exactly_as_a_fresh_start():
     torch.testing.assert_close(q[3:, :1], fresh)
     torch.testing.assert_close(q[:, 1], no_reset[:, 1])  # sequence 1 had no reset
     assert not torch.allclose(q[3:, 0], no_reset[3:, 0])
+
+
+def test_a_checkpoint_config_without_head_hidden_sizes_builds_the_papers_linear_head():
+    # Checkpoints saved before `head_hidden_sizes` existed hold exactly these parameters.
+    network = train.build_network({"hidden_sizes": (8,), "lstm_size": 5}, (3,), 2)
+    assert {name for name, _ in network.named_parameters()} == {
+        "torso.0.weight",
+        "torso.0.bias",
+        "lstm.weight_ih_l0",
+        "lstm.weight_hh_l0",
+        "lstm.bias_ih_l0",
+        "lstm.bias_hh_l0",
+        "head.weight",
+        "head.bias",
+    }
+    deeper = train.build_network({"hidden_sizes": (8,), "lstm_size": 5, "head_hidden_sizes": (6,)}, (3,), 2)
+    assert deeper.head.in_features == 6 and deeper.post_lstm[0].in_features == 5
 
 
 def test_unroll_in_stretches_equals_the_step_by_step_first_path():

@@ -11,13 +11,14 @@ et al. 2019), so the state the loss sees is closer to the one carried while acti
 """
 
 import copy
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
+from deep_rl_zoo import base, value_learning
 from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo import value_learning
 from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.networks.value import DrqnNetwork
 from deep_rl_zoo.schedules import LinearSchedule
@@ -104,6 +105,62 @@ def unroll(
     return output._replace(q_values=torch.cat(outputs))
 
 
+class NStepTransitions(NamedTuple):
+    """n-step transitions of a window, one per one-step transition j (o_j -> o_{j+1}), each [L, B]."""
+
+    r_n: torch.Tensor  # discounted reward sum of the (up to) n steps
+    discount_n: torch.Tensor  # product of their discounts: 0 past a termination
+    bootstrap_index: torch.Tensor  # int64 j + m: the step whose value ends the return
+
+
+@torch.no_grad()
+def n_step_transitions(
+    r_t: torch.Tensor, discount_t: torch.Tensor, valid_t: torch.Tensor, n: int
+) -> NStepTransitions:
+    r"""Folds the one-step transitions of sampled windows into n-step ones, stopping at episode ends.
+
+    For transition j, with m the number of consecutive valid transitions from j on (at most n, and
+    never past the end of the window, as in R2D2):
+
+        r_n[j] = sum_{i<m} (prod_{k<i} discount_t[j+k]) r_t[j+i],
+        discount_n[j] = prod_{i<m} discount_t[j+i],    bootstrap_index[j] = j + m,
+
+    so the n-step target r_n[j] + discount_n[j] * V(o_{j+m}) bootstraps from the last state of an
+    episode cut by a time limit, and not at all (discount 0) past a true termination. A window that
+    crosses into the next episode has an invalid transition (o_last -> o_first'), which stops the sum.
+
+    Args:
+      r_t: rewards of transitions o_j -> o_{j+1}, [L, B] float.
+      discount_t: gamma, or 0 when o_{j+1} is terminal, [L, B] float.
+      valid_t: False where o_{j+1} starts a new episode (no transition), [L, B] bool.
+      n: steps before bootstrapping, >= 1.
+    """
+    base.assert_rank_and_dtype(r_t, 2, torch.float32, "r_t")
+    base.assert_rank_and_dtype(discount_t, 2, torch.float32, "discount_t")
+    base.assert_rank_and_dtype(valid_t, 2, torch.bool, "valid_t")
+    base.assert_batch_dims_equal([r_t, discount_t, valid_t])
+    if r_t.shape != discount_t.shape or r_t.shape != valid_t.shape:
+        raise ValueError(
+            f"r_t, discount_t, valid_t differ in shape: {r_t.shape}, {discount_t.shape}, {valid_t.shape}"
+        )
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    num_steps = r_t.shape[0]
+    r_n = torch.zeros_like(r_t)
+    discount_n = torch.ones_like(r_t)
+    bootstrap_index = torch.arange(num_steps, device=r_t.device)[:, None].expand_as(r_t).clone()
+    going = torch.ones_like(valid_t)
+    for i in range(n):  # step i of every window at once
+        index = torch.arange(num_steps, device=r_t.device) + i  # [L]
+        inside = index < num_steps
+        index = index.clamp(max=num_steps - 1)
+        going = going & inside[:, None] & valid_t[index]
+        r_n = torch.where(going, r_n + discount_n * r_t[index], r_n)
+        discount_n = torch.where(going, discount_n * discount_t[index], discount_n)
+        bootstrap_index = bootstrap_index + going.long()
+    return NStepTransitions(r_n, discount_n, bootstrap_index)
+
+
 class Drqn:
     """A DRQN agent that acts and learns in the same process.
 
@@ -134,6 +191,7 @@ class Drqn:
         frame_store: replay_lib.FrameStackStore | None = None,
         double_q: bool = True,
         huber_delta: float | None = 1.0,
+        n_step: int = 1,
     ):
         """
         Args:
@@ -149,6 +207,7 @@ class Drqn:
           frame_store: for Atari, stores each frame once; the replay then stores its handles.
           double_q: the online network picks the bootstrap action (van Hasselt et al. 2015).
           huber_delta: Huber threshold of the TD error, None for the squared loss.
+          n_step: steps of the bootstrapped return (1 is the paper's one-step target).
         """
         if not 0 <= burn_in <= replay.sequence_length - 2:
             raise ValueError(
@@ -171,6 +230,7 @@ class Drqn:
         self._max_grad_norm = max_grad_norm
         self._double_q = double_q
         self._huber_delta = huber_delta
+        self._n_step = n_step
         self._rng = rng
         self._device = device
         self._env_steps = 0
@@ -222,26 +282,34 @@ class Drqn:
         b = self._burn_in
         zeros = self._network.initial_state(observation.shape[1], self._device)
         with torch.no_grad():
-            q_target = unroll(self._target_network, observation, zeros, first).q_values[b + 1 :]  # [L, B, A]
+            q_target = unroll(self._target_network, observation, zeros, first).q_values[b:]  # [L + 1, B, A]
             state = zeros
             if b > 0:
                 state = unroll(self._network, observation[:b], zeros, first[:b]).hidden_state
         q_online = unroll(self._network, observation[b:], state, first[b:]).q_values  # [L + 1, B, A]
 
-        # Transition k: o_k -> o_{k+1}, for k = b .. T-2; flattened to [L * B].
+        # Transition j: o_{b+j} -> o_{b+j+1}, j = 0 .. L-1, folded into n-step transitions that
+        # bootstrap from step b + bootstrap_index; everything is then flattened to [L * B].
+        valid = ~first[b + 1 :]  # o_{b+j+1} starting an episode: not a transition of o_{b+j}
+        n_step = n_step_transitions(
+            to(batch.reward[b + 1 :], torch.float32),
+            self._discount * (1.0 - to(batch.terminated[b + 1 :], torch.float32)),
+            valid,
+            self._n_step,
+        )
+        at_bootstrap = lambda q: q.gather(0, n_step.bootstrap_index[..., None].expand_as(q[1:]))  # noqa: E731
         flat = lambda x: x.flatten(0, 1)  # noqa: E731
         q_tm1 = flat(q_online[:-1])
         a_tm1 = flat(to(batch.action[b:-1], torch.int64))
-        r_t = flat(to(batch.reward[b + 1 :], torch.float32))
-        discount_t = self._discount * (1.0 - flat(to(batch.terminated[b + 1 :], torch.float32)))
-        q_t = flat(q_target)
+        r_t, discount_t = flat(n_step.r_n), flat(n_step.discount_n)
+        q_t = flat(at_bootstrap(q_target))
         if self._double_q:
             output = value_learning.double_qlearning(
-                q_tm1, a_tm1, r_t, discount_t, q_t, flat(q_online[1:]).detach(), self._huber_delta
+                q_tm1, a_tm1, r_t, discount_t, q_t, flat(at_bootstrap(q_online.detach())), self._huber_delta
             )
         else:
             output = value_learning.qlearning(q_tm1, a_tm1, r_t, discount_t, q_t, self._huber_delta)
-        mask = ~flat(first[b + 1 :])  # o_{k+1} starting an episode: not a transition of o_k
+        mask = flat(valid)
         loss = (output.loss * mask).sum() / mask.sum().clamp(min=1)
 
         self._optimizer.zero_grad(set_to_none=True)

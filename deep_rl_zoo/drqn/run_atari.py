@@ -17,6 +17,7 @@ DEFAULTS = {
     "unroll_length": 10,
     "burn_in": 10,
     "lstm_size": 512,
+    "head_hidden_sizes": (),  # the paper's linear head on the LSTM (rewards are clipped on Atari)
     "replay_capacity": 400_000,
     "min_replay_size": 50_000,
     "batch_size": 32,

@@ -40,6 +40,9 @@ class DrqnConfig(RunConfig):
     unroll_length: int = field(8, "Transitions learned from per sequence (after the burn-in).")
     burn_in: int = field(8, "Leading steps of each sequence that only warm up the LSTM state.")
     lstm_size: int = field(128, "Units of the LSTM layer.")
+    head_hidden_sizes: tuple[int, ...] = field(
+        (128,), "ReLU layers between the LSTM and the linear Q head (empty: the paper's linear head)."
+    )
     double_q: bool = field(True, "The online network picks the bootstrap action (double Q-learning).")
     replay_capacity: int = field(50_000, "Env steps the sequence replay holds.")
     min_replay_size: int = field(1000, "Env steps collected before learning starts.")
@@ -47,6 +50,7 @@ class DrqnConfig(RunConfig):
     learning_rate: float = field(3e-4, "Adam learning rate.")
     adam_eps: float = field(1e-8, "Adam epsilon.")
     discount: float = field(0.99, "Discount factor gamma.")
+    n_step: int = field(1, "Steps of the bootstrapped return (1 is the paper's one-step target).")
     learn_interval: int = field(4, "Env steps between two gradient steps.")
     target_network_update_period: int = field(250, "Gradient steps between two target-network copies.")
     exploration_epsilon_begin_value: float = field(1.0, "Epsilon at the start of learning.")
@@ -67,6 +71,7 @@ class DrqnConfig(RunConfig):
         )
         for name in (
             "unroll_length",
+            "n_step",
             "lstm_size",
             "replay_capacity",
             "batch_size",
@@ -102,6 +107,8 @@ def build_network(config_values: dict, observation_shape, num_actions: int) -> D
         num_actions,
         config_values.get("hidden_sizes", DrqnConfig.hidden_sizes),
         config_values.get("lstm_size", DrqnConfig.lstm_size),
+        # Checkpoints saved before this option had the paper's linear head.
+        config_values.get("head_hidden_sizes", ()),
     )
 
 
@@ -144,6 +151,7 @@ def build_agents(config: DrqnConfig, env: gym.Env, device: torch.device) -> run_
         device=device,
         frame_store=frame_store,
         double_q=config.double_q,
+        n_step=config.n_step,
     )
     eval_agent = agent.RecurrentEpsilonGreedyActor(
         network,
