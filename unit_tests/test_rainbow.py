@@ -5,6 +5,7 @@ import csv
 import dataclasses
 import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -112,6 +113,13 @@ def test_resume_continues_where_the_run_stopped(tmp_path):
     )
     assert final["agent"]["env_steps"] == saved["agent"]["env_steps"] + 300
     assert final["agent"]["learner_steps"] > saved["agent"]["learner_steps"]
+    # The noise of the noisy layers continues from the saved generator state, as without the stop.
+    torch.set_rng_state(saved["agent"]["torch_rng"])
+    expected = torch.rand(3)
+    torch.manual_seed(12345)
+    agent = train.build_agents(tiny_classic_config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu"))
+    agent.train_agent.load_state_dict(saved["agent"])
+    assert torch.equal(torch.rand(3), expected)
 
 
 @pytest.mark.parametrize(

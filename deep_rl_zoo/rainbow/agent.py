@@ -147,6 +147,7 @@ class Rainbow:
             "env_steps": self._env_steps,
             "learner_steps": self._learner_steps,
             "replay_rng": self._replay.rng.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),  # the noisy layers' noise comes from torch's generator
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -156,6 +157,8 @@ class Rainbow:
         self._env_steps = state["env_steps"]
         self._learner_steps = state["learner_steps"]
         self._replay.rng.bit_generator.state = state["replay_rng"]
+        if "torch_rng" in state:  # absent from checkpoints written before the noise state was saved
+            torch.set_rng_state(state["torch_rng"])
 
 
 class MeanNetworkActor:
