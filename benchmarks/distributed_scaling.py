@@ -11,7 +11,8 @@ parameters is as short as it can be and the figure measures collection, not lear
 For each actor count: start the pool, wait until every actor has delivered one unroll (start-up and
 imports excluded), then count env steps delivered during `--seconds`. Target (issue 5): 2 actors
 reach >= 1.7x the env steps/s of 1 actor on a 2-core machine. The machine must be otherwise idle for
-that to be possible: with other work running, the actors share the cores with it.
+that to be possible: with other work running, the actors share the cores with it. `--actors_on_gpu`
+places the actors' networks as the run scripts' flag does (see benchmarks/gpu_checks.sh).
 """
 
 import argparse
@@ -21,7 +22,7 @@ import time
 
 import torch
 
-from deep_rl_zoo import gym_env, main_loop
+from deep_rl_zoo import gym_env, main_loop, run_support
 from deep_rl_zoo.ppo import train
 
 UNROLL_LENGTH = 128
@@ -34,7 +35,7 @@ def build_actor(config: train.PpoConfig, actor_index: int, device: torch.device,
     return env, actor, network
 
 
-def measure(num_actors: int, seconds: float) -> float:
+def measure(num_actors: int, seconds: float, actors_on_gpu: bool = False) -> float:
     config = train.PpoConfig(environment_name="Pong", num_actors=num_actors, unroll_length=UNROLL_LENGTH,
                              minibatch_size=64, shared_torso=True)  # fmt: skip
     env = gym_env.create_atari_environment(config.environment_name, seed=0)
@@ -44,7 +45,7 @@ def measure(num_actors: int, seconds: float) -> float:
         network,
         functools.partial(build_actor, config),
         seeds=list(range(num_actors)),
-        devices=[torch.device("cpu")] * num_actors,
+        devices=run_support.actor_devices(num_actors, actors_on_gpu),
         queue_size=2 * num_actors,
     )
     with pool:
@@ -63,12 +64,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num_actors", default="1,2", help="Comma-separated actor counts.")
     parser.add_argument("--seconds", type=float, default=30.0, help="Measuring time per actor count.")
+    parser.add_argument(
+        "--actors_on_gpu",
+        action="store_true",
+        help="Actor i on GPU i mod (visible GPUs), as the run scripts.",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     counts = [int(x) for x in args.num_actors.split(",")]
     rates = {}
     for count in counts:
-        rates[count] = measure(count, args.seconds)
+        rates[count] = measure(count, args.seconds, args.actors_on_gpu)
         print(
             f"{count} actor(s): {rates[count]:.0f} env steps/s ({rates[count] / rates[counts[0]]:.2f}x)",
             flush=True,

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The GPU checks of the distributed loop (issue 5), as one script for a machine with CUDA GPUs.
+#
+#   bash benchmarks/gpu_checks.sh [OUT_DIR]      (about 6 minutes on 16 cores and one GPU)
+#
+# 1. Where things run: the learner's device with --device=auto, and each actor's device with and without
+#    --actors_on_gpu (run_support.actor_devices, the function the run scripts use).
+# 2. Atari data collection with 1, 2, 4 and 8 actor processes feeding a learner that only consumes
+#    (benchmarks/distributed_scaling.py), actors on the CPU, then 8 actors with their networks on the GPU.
+# 3. PPO on Pong for $STEPS (default 20,000) env steps with 8 actors: learner on CUDA, then on the CPU, from the
+#    real command line; training env steps/s read from each run's CSV.
+#
+# A machine that cannot reach a package registry (this project's lent GPU machines) needs gymnasium and
+# ale-py carried as wheels: on a machine with pip access, in the repository root,
+#   echo /.whl/ >> .git/info/exclude
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#     -d .whl gymnasium==1.4.0 ale-py==0.12.1 farama-notifications==0.0.6
+# This script installs whatever lies in .whl/ into /tmp/site before it starts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR="${1:-${OUT:-/tmp/gpu_checks}}"
+STEPS="${STEPS:-20000}"  # PPO Pong env steps per run (check 3); LEARNER_DEVICES="cpu" for a dry run
+MEASURE_S="${MEASURE_S:-20}"  # seconds of collection per actor count (check 2)
+mkdir -p "$OUT_DIR"
+export PYTHONUNBUFFERED=1
+PYTHON="${PYTHON:-python3}"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+fi
+export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "nvidia-smi: not available"
+nproc
+
+echo "== 1. placement"
+"$PYTHON" - <<'EOF'
+import torch
+from deep_rl_zoo import run_support
+print("torch", torch.__version__, "cuda available:", torch.cuda.is_available(), "gpus:", torch.cuda.device_count())
+print("learner with --device=auto:", run_support.resolve_device("auto"))
+print("8 actors, --actors_on_gpu:  ", [str(d) for d in run_support.actor_devices(8, True)])
+print("8 actors, --noactors_on_gpu:", [str(d) for d in run_support.actor_devices(8, False)])
+EOF
+
+echo "== 2. Atari collection, actors on the CPU then on the GPU"
+"$PYTHON" benchmarks/distributed_scaling.py --num_actors=1,2,4,8 --seconds="$MEASURE_S" || true
+"$PYTHON" benchmarks/distributed_scaling.py --num_actors=8 --seconds="$MEASURE_S" --actors_on_gpu || true
+
+echo "== 3. PPO Pong, 8 actors, learner on CUDA vs CPU"
+for device in ${LEARNER_DEVICES:-cuda cpu}; do
+  csv="$OUT_DIR/ppo_pong_learner_$device.csv"
+  rm -f "$csv"
+  start=$(date +%s)
+  "$PYTHON" -m deep_rl_zoo.ppo.run_atari --environment_name=Pong --num_actors=8 --device="$device" \
+    --num_iterations=1 --num_train_steps="$STEPS" --num_eval_steps=1000 --stop_when_solved=false \
+    --checkpoint_dir="$OUT_DIR/checkpoints_$device" --runs_dir="$OUT_DIR/runs" \
+    --results_csv_path="$csv" --noshow_progress
+  echo "learner on $device: $(( $(date +%s) - start )) s wall;" \
+    "train env steps/s $("$PYTHON" -c "import csv,sys; print(list(csv.DictReader(open(sys.argv[1])))[-1]['train_steps_per_second'])" "$csv")"
+done
