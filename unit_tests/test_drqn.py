@@ -311,26 +311,22 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
 
 @pytest.mark.learning
 def test_drqn_learns_cartpole(tmp_path):
-    """Default classic flags reach a clearly learned greedy return within 5,000 env steps (seed 1: this test's
-    evaluation measured 424; 150 leaves a margin)."""
-    defaults = train.DrqnConfig()
+    """The default classic flags, cut to 5,000 env steps, clearly learn CartPole-v1 (random play: about
+    22). Seed 3 measured 183 with the benchmark's 5,000-step evaluation; 120 leaves a margin."""
     config = dataclasses.replace(
-        tiny_classic_config(tmp_path),
+        train.DrqnConfig(),
+        seed=3,
         num_iterations=1,
         num_train_steps=5000,
-        num_eval_steps=1500,
-        unroll_length=defaults.unroll_length,
-        burn_in=defaults.burn_in,
-        replay_capacity=defaults.replay_capacity,
-        min_replay_size=defaults.min_replay_size,
-        batch_size=defaults.batch_size,
-        stop_when_solved=True,
+        num_eval_steps=2000,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
     )
     state = train.main(config)
-    best = max(
-        float(r["eval_mean_episode_return"]) for r in read_csv(os.path.join(state.run_dir, "results.csv"))
-    )
-    assert best >= 150, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
+    (row,) = read_csv(os.path.join(state.run_dir, "results.csv"))
+    assert float(row["eval_mean_episode_return"]) >= 120, f"greedy evaluation mean {row}"
 
 
 @pytest.mark.smoke

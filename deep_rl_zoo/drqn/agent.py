@@ -4,10 +4,20 @@ through the episode and learning from sequences sampled from a sequence replay.
 
 Learning follows the paper's "bootstrapped random updates": each sequence starts at a random step
 with a zero LSTM state. Its first `burn_in` steps only warm the state up (no loss; R2D2, Kapturowski
-et al. 2019), so the state the loss sees is closer to the one carried while acting:
+et al. 2019, https://openreview.net/forum?id=r1lyTjAqYX), so the state the loss sees is closer to
+the one carried while acting:
 
     window   | o_0 ... o_{b-1} | o_b  o_{b+1} ... o_{b+L} |
-               burn-in (no grad)  L one-step transitions o_k -> o_{k+1}, masked across episode ends
+               burn-in (no grad)  L transitions o_k -> o_{k+1}, masked across episode ends
+
+Added to the paper's one-step Q-learning, each a standard part of later recurrent DQNs:
+- burn-in (R2D2), above;
+- n-step targets cut at episode ends and at the window's end (R2D2, n = 5): with one-step targets
+  the Q horizon grows by one step per target copy, which on CartPole left Q far below the returns
+  for tens of thousands of env steps (see `train.DrqnConfig`);
+- double Q-learning targets (van Hasselt et al. 2015) and the Huber loss;
+- ReLU layers between the LSTM and the Q head (`networks.value.DrqnNetwork`, R2D2's head).
+The stored recurrent states of R2D2 were not needed on CartPole and are not used.
 """
 
 import copy
@@ -166,7 +176,7 @@ class Drqn:
 
     Every env step is stored in the sequence replay; every `learn_interval` env steps (once
     `min_replay_size` steps are stored) one gradient step is taken on `batch_size` sequences of
-    `burn_in + unroll_length + 1` steps, with the (double) Q-learning loss of each transition.
+    `burn_in + unroll_length + 1` steps, with the (double) n-step Q-learning loss of each transition.
     """
 
     agent_name = "DRQN"

@@ -18,6 +18,7 @@ DEFAULTS = {
     "burn_in": 10,
     "lstm_size": 512,
     "head_hidden_sizes": (),  # the paper's linear head on the LSTM (rewards are clipped on Atari)
+    "n_step": 1,  # the paper's one-step targets
     "replay_capacity": 400_000,
     "min_replay_size": 50_000,
     "batch_size": 32,
