@@ -301,6 +301,7 @@ def test_resume_continues_counters_where_the_run_stopped(tmp_path):
         ({"replay_capacity": 5}, "replay_capacity"),
         ({"burn_in": -1}, "burn_in"),
         ({"unroll_length": 0}, "unroll_length"),
+        ({"n_step": 0}, "n_step"),
     ],
 )
 def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
