@@ -26,14 +26,17 @@ class DrqnConfig(RunConfig):
     Classic control: 32 sequences of 8 burn-in + 8 learned steps every 4 env steps, Adam lr 1e-3, a
     target copy every 125 gradient steps (500 env steps), 5-step double-Q targets, one ReLU layer of
     128 between the LSTM and the Q head. They reach a greedy mean of 475 on CartPole-v1 within
-    35,000 env steps on seeds 1-3 (benchmarks/dqn_cartpole.py, see README's results table).
+    35,000 env steps on each of seeds 1-5 (25k, 30k, 35k, 25k, 30k; benchmarks/dqn_cartpole.py, see
+    README's results table).
 
     What was wrong before (one-step targets, linear head on the LSTM, 64 sequences, lr 3e-4, target
     every 250 gradient steps): one-step targets can only add one step of horizon per target copy,
     so Q stayed below (1 - 0.99^k) / 0.01 after k copies: about 19 at 20,000 env steps and 41 at
     55,000, too short a horizon to see the cart drift past x = 2.4, which ended every greedy episode.
     5-step targets lift that cap five times faster (R2D2 uses n = 5) and the copies come twice as
-    often; lr 1e-3 was what turned a slow climb (lr 3e-4: 235 at 30,000) into a solve on seed 1
+    often (one-step targets with a copy every 62 gradient steps reached 468 at 10,000 env steps, then
+    fell to 71 at 15,000; 5-step ones with the old copy period climbed to 409 at 15,000 and fell to
+    159 at 40,000); lr 1e-3 was what turned a slow climb (lr 3e-4: 235 at 30,000) into a solve on seed 1
     (500 at 25,000). The ReLU layer lets the head read Q-values of tens from LSTM outputs bounded by
     1 (58% of them were beyond |0.95|). Carrying the LSTM state through an evaluation episode or
     re-warming it from zero over the last 9 steps gave the same returns, so zero-state sequences with
