@@ -13,7 +13,7 @@ steps" (in general: at least 80% of the seeds); exits with status 1 when it is m
 
     python benchmarks/dqn_cartpole.py [--seeds=1,2,3,4,5] [--set learning_rate=5e-4 --set batch_size=128]
 
-`--agent` runs another value-based agent's `train.main` the same way (its config's defaults plus the
+`--agent` runs any other agent's (value-based or actors + learner) `train.main` the same way (its config's defaults plus the
 `--set` overrides), e.g. QR-DQN over 100,000 env steps:
 
     python benchmarks/dqn_cartpole.py --agent=qr_dqn --max_env_steps=100000 --set num_iterations=20
@@ -53,7 +53,6 @@ try:
 except ImportError:  # run as a script from a checkout that was not `pip install -e`-ed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from deep_rl_zoo.dqn import train
-from deep_rl_zoo.config import EvalConfig
 
 MIN_EVAL_EPISODES = 10
 MAX_ENV_STEPS = 50_000
@@ -70,7 +69,7 @@ def parse_overrides(items: list[str], config_class: type = train.DqnConfig) -> d
             raise SystemExit(f"--set: {config_class.__name__} has no field {name!r}")
         hint = hints[name]
         if typing.get_origin(hint) is tuple:
-            overrides[name] = tuple(int(x) for x in value.split(","))
+            overrides[name] = tuple(int(x) for x in value.split(",") if x)  # "" is the empty tuple
         elif hint is bool:
             overrides[name] = value.lower() in ("1", "true", "yes")
         else:
@@ -122,7 +121,8 @@ def run_seed(seed: int, overrides: dict, work_dir: str, train_module=train, thre
 def confirm_solved(agent: str, environment_name: str, seed: int, work_dir: str, num_episodes: int) -> float:
     """Mean greedy return of the seed's last checkpoint over `num_episodes` episodes it was not evaluated on."""
     eval_module = importlib.import_module(f"deep_rl_zoo.{agent}.eval_agent")
-    config = EvalConfig(
+    eval_config_class = typing.get_type_hints(eval_module.main)["config"]  # e.g. A2C's has agent_name
+    config = eval_config_class(
         environment_name=environment_name,
         seed=10_000 + seed,  # the training run's evaluations are seeded from `seed` + 7919
         num_episodes=num_episodes,
