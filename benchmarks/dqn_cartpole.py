@@ -13,8 +13,8 @@ steps" (in general: at least 80% of the seeds); exits with status 1 when it is m
 
     python benchmarks/dqn_cartpole.py [--seeds=1,2,3,4,5] [--set learning_rate=5e-4 --set batch_size=128]
 
-`--agent` runs any other agent's (value-based or actors + learner) `train.main` the same way (its config's defaults plus the
-`--set` overrides), e.g. QR-DQN over 100,000 env steps:
+`--agent` runs any other agent's `train.main` (value-based, or actors + learner) the same way (its
+config's defaults plus the `--set` overrides), e.g. QR-DQN over 100,000 env steps:
 
     python benchmarks/dqn_cartpole.py --agent=qr_dqn --max_env_steps=100000 --set num_iterations=20
 
