@@ -27,6 +27,8 @@ over time with each step vectorised over the batch (O(T) tensor operations, O(T 
 works for episodes of any length; tests compare every function against a naive double loop.
 """
 
+from typing import NamedTuple
+
 import torch
 
 from deep_rl_zoo import base
@@ -82,6 +84,58 @@ def discounted_returns(
     return returns
 
 
+class NStepTransitions(NamedTuple):
+    """n-step transitions of a window, one per one-step transition j (o_j -> o_{j+1}), each [T, B]."""
+
+    r_n: torch.Tensor  # discounted reward sum of the (up to) n steps
+    discount_n: torch.Tensor  # product of their discounts: 0 past a termination
+    bootstrap_index: torch.Tensor  # int64 j + m: the step whose value ends the return
+
+
+@torch.no_grad()
+def n_step_transitions(
+    r_t: torch.Tensor, discount_t: torch.Tensor, valid_t: torch.Tensor, n: int
+) -> NStepTransitions:
+    r"""Folds one-step transitions into n-step ones, stopping at episode ends and at the window's end.
+
+    For transition j, with m the number of consecutive valid transitions from j on (at most n, and
+    never past the end of the window, as in R2D2):
+
+        r_n[j] = sum_{i<m} (prod_{k<i} discount_t[j+k]) r_t[j+i],
+        discount_n[j] = prod_{i<m} discount_t[j+i],    bootstrap_index[j] = j + m,
+
+    so the n-step target r_n[j] + discount_n[j] * V(o_{j+m}) bootstraps from the last state of an
+    episode cut by a time limit, and not at all (discount 0) past a true termination. A window that
+    crosses into the next episode has an invalid transition (o_last -> o_first'), which stops the sum.
+
+    Args:
+      r_t: rewards of transitions o_j -> o_{j+1}, [T, B] float.
+      discount_t: gamma, or 0 when o_{j+1} is terminal, [T, B], r_t's dtype.
+      valid_t: False where o_{j+1} starts a new episode (no transition), [T, B] bool.
+      n: steps before bootstrapping, >= 1.
+    """
+    _check_time_major(r_t, discount_t, None)
+    base.assert_rank_and_dtype(valid_t, 2, torch.bool, "valid_t")
+    if r_t.shape != valid_t.shape:
+        raise ValueError(f"r_t {tuple(r_t.shape)} and valid_t {tuple(valid_t.shape)} differ in shape")
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    num_steps = r_t.shape[0]
+    r_n = torch.zeros_like(r_t)
+    discount_n = torch.ones_like(r_t)
+    bootstrap_index = torch.arange(num_steps, device=r_t.device)[:, None].expand_as(r_t).clone()
+    going = torch.ones_like(valid_t)
+    for i in range(n):  # step i of every window at once
+        index = torch.arange(num_steps, device=r_t.device) + i  # [T]
+        inside = index < num_steps
+        index = index.clamp(max=num_steps - 1)
+        going = going & inside[:, None] & valid_t[index]
+        r_n = torch.where(going, r_n + discount_n * r_t[index], r_n)
+        discount_n = torch.where(going, discount_n * discount_t[index], discount_n)
+        bootstrap_index = bootstrap_index + going.long()
+    return NStepTransitions(r_n, discount_n, bootstrap_index)
+
+
 @torch.no_grad()
 def n_step_returns(r_t: torch.Tensor, discount_t: torch.Tensor, values: torch.Tensor, n: int) -> torch.Tensor:
     r"""n-step bootstrapped returns; the window is cut short at the end of the unroll.
@@ -102,20 +156,8 @@ def n_step_returns(r_t: torch.Tensor, discount_t: torch.Tensor, values: torch.Te
       G, [T, B].
     """
     _check_time_major(r_t, discount_t, values)
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    num_steps = r_t.shape[0]
-    # n passes, each over all t at once: start every step from its bootstrap values[min(t + n, T)] and
-    # fold in rewards r_t[t + k] for k = n - 1 ... 0, skipping those past the end of the unroll.
-    bootstrap_index = torch.clamp(torch.arange(num_steps) + n, max=num_steps)
-    returns = values[bootstrap_index]
-    for k in reversed(range(n)):
-        index = torch.arange(num_steps) + k
-        inside = index < num_steps  # steps whose window still reaches t + k
-        index = torch.clamp(index, max=num_steps - 1)
-        folded = r_t[index] + discount_t[index] * returns
-        returns = torch.where(inside.unsqueeze(1), folded, returns)
-    return returns
+    folded = n_step_transitions(r_t, discount_t, torch.ones_like(r_t, dtype=torch.bool), n)
+    return folded.r_n + folded.discount_n * values.gather(0, folded.bootstrap_index)
 
 
 @torch.no_grad()

@@ -12,9 +12,10 @@ import torch
 
 from deep_rl_zoo import run_support
 from deep_rl_zoo.drqn import eval_agent, run_atari, train
-from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor, n_step_transitions, unroll
+from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor, unroll
 from deep_rl_zoo.drqn.obscured import ObscuredObservation
 from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.multistep import n_step_transitions
 from deep_rl_zoo.networks.value import DrqnNetwork
 from deep_rl_zoo.sequence_replay import SequenceReplay, SequenceStep
 from deep_rl_zoo.types_ import TimeStep

@@ -21,13 +21,12 @@ The stored recurrent states of R2D2 were not needed on CartPole and are not used
 """
 
 import copy
-from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import base, value_learning
+from deep_rl_zoo import multistep, value_learning
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.networks.value import DrqnNetwork
@@ -113,62 +112,6 @@ def unroll(
         outputs.append(output.q_values)
         hidden_state = output.hidden_state
     return output._replace(q_values=torch.cat(outputs))
-
-
-class NStepTransitions(NamedTuple):
-    """n-step transitions of a window, one per one-step transition j (o_j -> o_{j+1}), each [L, B]."""
-
-    r_n: torch.Tensor  # discounted reward sum of the (up to) n steps
-    discount_n: torch.Tensor  # product of their discounts: 0 past a termination
-    bootstrap_index: torch.Tensor  # int64 j + m: the step whose value ends the return
-
-
-@torch.no_grad()
-def n_step_transitions(
-    r_t: torch.Tensor, discount_t: torch.Tensor, valid_t: torch.Tensor, n: int
-) -> NStepTransitions:
-    r"""Folds the one-step transitions of sampled windows into n-step ones, stopping at episode ends.
-
-    For transition j, with m the number of consecutive valid transitions from j on (at most n, and
-    never past the end of the window, as in R2D2):
-
-        r_n[j] = sum_{i<m} (prod_{k<i} discount_t[j+k]) r_t[j+i],
-        discount_n[j] = prod_{i<m} discount_t[j+i],    bootstrap_index[j] = j + m,
-
-    so the n-step target r_n[j] + discount_n[j] * V(o_{j+m}) bootstraps from the last state of an
-    episode cut by a time limit, and not at all (discount 0) past a true termination. A window that
-    crosses into the next episode has an invalid transition (o_last -> o_first'), which stops the sum.
-
-    Args:
-      r_t: rewards of transitions o_j -> o_{j+1}, [L, B] float.
-      discount_t: gamma, or 0 when o_{j+1} is terminal, [L, B] float.
-      valid_t: False where o_{j+1} starts a new episode (no transition), [L, B] bool.
-      n: steps before bootstrapping, >= 1.
-    """
-    base.assert_rank_and_dtype(r_t, 2, torch.float32, "r_t")
-    base.assert_rank_and_dtype(discount_t, 2, torch.float32, "discount_t")
-    base.assert_rank_and_dtype(valid_t, 2, torch.bool, "valid_t")
-    base.assert_batch_dims_equal([r_t, discount_t, valid_t])
-    if r_t.shape != discount_t.shape or r_t.shape != valid_t.shape:
-        raise ValueError(
-            f"r_t, discount_t, valid_t differ in shape: {r_t.shape}, {discount_t.shape}, {valid_t.shape}"
-        )
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    num_steps = r_t.shape[0]
-    r_n = torch.zeros_like(r_t)
-    discount_n = torch.ones_like(r_t)
-    bootstrap_index = torch.arange(num_steps, device=r_t.device)[:, None].expand_as(r_t).clone()
-    going = torch.ones_like(valid_t)
-    for i in range(n):  # step i of every window at once
-        index = torch.arange(num_steps, device=r_t.device) + i  # [L]
-        inside = index < num_steps
-        index = index.clamp(max=num_steps - 1)
-        going = going & inside[:, None] & valid_t[index]
-        r_n = torch.where(going, r_n + discount_n * r_t[index], r_n)
-        discount_n = torch.where(going, discount_n * discount_t[index], discount_n)
-        bootstrap_index = bootstrap_index + going.long()
-    return NStepTransitions(r_n, discount_n, bootstrap_index)
 
 
 class Drqn:
@@ -301,7 +244,7 @@ class Drqn:
         # Transition j: o_{b+j} -> o_{b+j+1}, j = 0 .. L-1, folded into n-step transitions that
         # bootstrap from step b + bootstrap_index; everything is then flattened to [L * B].
         valid = ~first[b + 1 :]  # o_{b+j+1} starting an episode: not a transition of o_{b+j}
-        n_step = n_step_transitions(
+        n_step = multistep.n_step_transitions(
             to(batch.reward[b + 1 :], torch.float32),
             self._discount * (1.0 - to(batch.terminated[b + 1 :], torch.float32)),
             valid,
