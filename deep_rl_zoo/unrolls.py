@@ -91,12 +91,10 @@ class UnrollActor:
         self._continuous = is_continuous(action_space)
         # One observation at a time: numpy mirrors of the small MLPs are ~10x faster than torch; other
         # networks (conv torsos, GPU) run the torch module recorded by torch.jit.trace.
-        self._numpy_policy = numpy_policy.policy_forward(policy)
-        self._policy = (
-            _traced_policy(policy, self._continuous, observation_space, device)
-            if self._numpy_policy is None
-            else None
-        )
+        self._policy = numpy_policy.policy_forward(policy)
+        if self._policy is None:
+            self._traced = _traced_policy(policy, self._continuous, observation_space, device)
+            self._policy = self._run_traced
         self._action_low = getattr(action_space, "low", None)
         self._action_high = getattr(action_space, "high", None)
         self._unroll_length = unroll_length
@@ -154,10 +152,7 @@ class UnrollActor:
     def _sample(self, observation: np.ndarray) -> Any:
         # Sampled in numpy: for one observation, torch.distributions' per-call overhead would cost more
         # than the whole network.
-        if self._numpy_policy is not None:
-            output = self._numpy_policy(observation)
-        else:
-            output = self._torch_policy(observation)
+        output = self._policy(observation)
         if self._continuous:
             mean, std = output[0], np.exp(output[1])
             return (mean + std * self._rng.standard_normal(mean.shape)).astype(np.float32)
@@ -166,9 +161,9 @@ class UnrollActor:
         return int(np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right"))
 
     @torch.inference_mode()
-    def _torch_policy(self, observation: np.ndarray) -> Any:
+    def _run_traced(self, observation: np.ndarray) -> Any:
         """The traced policy's output for one observation, as numpy arrays without the batch axis."""
-        output = self._policy(torch.as_tensor(observation, device=self._device).unsqueeze(0))
+        output = self._traced(torch.as_tensor(observation, device=self._device).unsqueeze(0))
         if self._continuous:
             return output[0][0].cpu().numpy(), output[1][0].cpu().numpy()
         return output[0].cpu().numpy()
