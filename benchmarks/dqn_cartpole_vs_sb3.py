@@ -19,14 +19,11 @@ The shared machine is noisy, so the runs alternate in the same invocation (round
 then ours then SB3, ...) and the ratio is total(ours) / total(SB3) over all rounds.
 """
 
-import argparse
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+import sb3_comparison  # benchmarks/ is this script's directory, so on sys.path
+
 ENV_STEPS = 50_000
 
 # rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1 (n_timesteps 5e4).
@@ -87,63 +84,20 @@ print(json.dumps({"wall_s": wall_s, "train_s": train_s, "env_steps": state.train
 """
 
 
-def run_child(python: str, code: str, *args: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
-    completed = subprocess.run(
-        [python, "-c", code, *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT
-    )
-    if completed.returncode != 0:
-        raise SystemExit(f"{python} failed:\n{completed.stderr[-3000:]}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sb3_python", required=True, help="Python of a scratch env with stable-baselines3.")
-    parser.add_argument("--rounds", type=int, default=2, help="Rounds of one SB3 and one of our runs.")
-    parser.add_argument("--seed", type=int, default=1, help="Seed of round 0; round i uses seed + i.")
-    args = parser.parse_args()
-    if not os.access(args.sb3_python, os.X_OK):
-        raise SystemExit(f"--sb3_python={args.sb3_python} is not an executable (see this script's docstring)")
-
-    sb3, ours = [], []
-    for round_index in range(args.rounds):
-        seed = args.seed + round_index
-        order = ("sb3", "ours") if round_index % 2 == 0 else ("ours", "sb3")
-        for name in order:
-            if name == "sb3":
-                result = run_child(
-                    args.sb3_python, SB3_CHILD, str(seed), str(ENV_STEPS), json.dumps(SB3_HYPERPARAMETERS)
-                )
-                sb3.append(result)
-                print(
-                    f"round {round_index} SB3 : learn {result['wall_s']:.1f} s, final greedy eval "
-                    f"{result['final_eval']:.1f}",
-                    flush=True,
-                )
-            else:
-                result = run_child(sys.executable, OURS_CHILD, str(seed), str(ENV_STEPS))
-                ours.append(result)
-                print(
-                    f"round {round_index} ours: main {result['wall_s']:.1f} s (training phases "
-                    f"{result['train_s']:.1f} s), final greedy eval {result['final_eval']:.1f}, best "
-                    f"{result['best_eval']:.1f}",
-                    flush=True,
-                )
-
-    sb3_total = sum(r["wall_s"] for r in sb3)
-    ours_total = sum(r["wall_s"] for r in ours)
-    ours_train_total = sum(r["train_s"] for r in ours)
-    ratio = ours_total / sb3_total
-    print(
-        f"\n{ENV_STEPS:,} env steps x {args.rounds} rounds: SB3 {sb3_total:.1f} s, ours {ours_total:.1f} s "
-        f"(training phases only {ours_train_total:.1f} s)"
+    args = sb3_comparison.parse_args(__doc__.splitlines()[0])
+    return sb3_comparison.compare(
+        args,
+        ENV_STEPS,
+        run_sb3=lambda seed: sb3_comparison.run_child(
+            args.sb3_python, SB3_CHILD, str(seed), str(ENV_STEPS), json.dumps(SB3_HYPERPARAMETERS)
+        ),
+        run_ours=lambda seed: sb3_comparison.run_child(sys.executable, OURS_CHILD, str(seed), str(ENV_STEPS)),
+        describe_ours=lambda r: (
+            f"main {r['wall_s']:.1f} s (training phases {r['train_s']:.1f} s), "
+            f"final greedy eval {r['final_eval']:.1f}, best {r['best_eval']:.1f}"
+        ),
     )
-    print(
-        f"wall-time ratio ours / SB3 = {ratio:.2f} (training phases only: {ours_train_total / sb3_total:.2f}); "
-        f"target <= 0.50: {'PASS' if ratio <= 0.5 else 'FAIL'}"
-    )
-    return 0 if ratio <= 0.5 else 1
 
 
 if __name__ == "__main__":
