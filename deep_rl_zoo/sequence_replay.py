@@ -51,6 +51,11 @@ class SequenceReplay:
         return self._capacity
 
     @property
+    def rng(self) -> np.random.Generator:
+        """The sampling generator (its state goes into the agent's checkpoint)."""
+        return self._rng
+
+    @property
     def sequence_length(self) -> int:
         return self._sequence_length
 

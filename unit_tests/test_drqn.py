@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.drqn import eval_agent, run_atari, train
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor, unroll
 from deep_rl_zoo.drqn.obscured import ObscuredObservation
@@ -167,7 +167,13 @@ def test_first_flag_resets_the_state_exactly_as_a_fresh_start():
 
 def test_a_checkpoint_config_without_head_hidden_sizes_builds_the_papers_linear_head():
     # Checkpoints saved before `head_hidden_sizes` existed hold exactly these parameters.
-    network = train.build_network({"hidden_sizes": (8,), "lstm_size": 5}, (3,), 2)
+    def saved(**values):
+        config = replay_q_agents.trained_config(
+            train.DrqnConfig, {"config": values}, train.OLD_CHECKPOINT_DEFAULTS
+        )
+        return train.build_network(config, (3,), 2)
+
+    network = saved(hidden_sizes=(8,), lstm_size=5)
     assert {name for name, _ in network.named_parameters()} == {
         "torso.0.weight",
         "torso.0.bias",
@@ -178,7 +184,7 @@ def test_a_checkpoint_config_without_head_hidden_sizes_builds_the_papers_linear_
         "head.weight",
         "head.bias",
     }
-    deeper = train.build_network({"hidden_sizes": (8,), "lstm_size": 5, "head_hidden_sizes": (6,)}, (3,), 2)
+    deeper = saved(hidden_sizes=(8,), lstm_size=5, head_hidden_sizes=(6,))
     assert deeper.head.in_features == 6 and deeper.post_lstm[0].in_features == 5
 
 

@@ -76,6 +76,7 @@ class DoubleDqn:
         self._env_steps = 0
         self._learner_steps = 0
         self._last_loss = float("nan")
+        self._last_grad_norm = float("nan")
 
     def step(self, timestep: TimeStep) -> int:
         """Stores what `timestep` completes, learns when due, and returns an epsilon-greedy action."""
@@ -116,7 +117,7 @@ class DoubleDqn:
             huber_delta=self._huber_delta,
         )
         loss = output.loss.mean()
-        self._last_loss = gradient_step(
+        self._last_loss, self._last_grad_norm = gradient_step(
             loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
         )
         self._learner_steps += 1
@@ -127,6 +128,7 @@ class DoubleDqn:
     def statistics(self) -> dict[str, float]:
         return {
             "loss": self._last_loss,
+            "grad_norm": self._last_grad_norm,
             "epsilon": self.epsilon,
             "learner_steps": self._learner_steps,
             "replay_size": self._replay.size,

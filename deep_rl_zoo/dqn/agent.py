@@ -63,6 +63,7 @@ class Dqn:
         self._network = network
         self._target_network = copy.deepcopy(network).requires_grad_(False)
         self._optimizer = optimizer
+        self._replay = replay
         self._writer = replay_lib.TransitionWriter(replay, transition_accumulator, frame_store)
         self._exploration_epsilon = exploration_epsilon
         self._num_actions = num_actions
@@ -77,6 +78,7 @@ class Dqn:
         self._env_steps = 0
         self._learner_steps = 0
         self._last_loss = float("nan")
+        self._last_grad_norm = float("nan")
 
     def step(self, timestep: TimeStep) -> int:
         """Stores what `timestep` completes, learns when due, and returns an epsilon-greedy action."""
@@ -88,7 +90,7 @@ class Dqn:
         self._writer.add(timestep, action)
         if (
             not timestep.first
-            and self._writer.replay.size >= self._min_replay_size
+            and self._replay.size >= self._min_replay_size
             and self._env_steps % self._learn_interval == 0
         ):
             self._learn()
@@ -102,14 +104,14 @@ class Dqn:
         return self._exploration_epsilon(self._env_steps)
 
     def _learn(self) -> None:
-        batch = self._writer.to_tensors(self._writer.replay.sample(self._batch_size), self._device)
+        batch = self._writer.to_tensors(self._replay.sample(self._batch_size), self._device)
         q_tm1 = self._network(batch.s_tm1).q_values
         with torch.no_grad():
             q_t = self._target_network(batch.s_t).q_values
         output = value_learning.qlearning(
             q_tm1, batch.a_tm1, batch.r_t, batch.discount_t, q_t, huber_delta=self._huber_delta
         )
-        self._last_loss = gradient_step(
+        self._last_loss, self._last_grad_norm = gradient_step(
             output.loss.mean(),
             self._optimizer,
             self._network.parameters(),
@@ -124,9 +126,10 @@ class Dqn:
     def statistics(self) -> dict[str, float]:
         return {
             "loss": self._last_loss,
+            "grad_norm": self._last_grad_norm,
             "epsilon": self.epsilon,
             "learner_steps": self._learner_steps,
-            "replay_size": self._writer.replay.size,
+            "replay_size": self._replay.size,
         }
 
     def state_dict(self) -> dict:
@@ -137,7 +140,7 @@ class Dqn:
             "env_steps": self._env_steps,
             "learner_steps": self._learner_steps,
             "rng": self._rng.bit_generator.state,
-            "replay_rng": self._writer.replay.rng.bit_generator.state,
+            "replay_rng": self._replay.rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -147,4 +150,4 @@ class Dqn:
         self._env_steps = state["env_steps"]
         self._learner_steps = state["learner_steps"]
         self._rng.bit_generator.state = state["rng"]
-        self._writer.replay.rng.bit_generator.state = state["replay_rng"]
+        self._replay.rng.bit_generator.state = state["replay_rng"]

@@ -4,21 +4,17 @@
 
 import numpy as np
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.config import EvalConfig, run_script
 from deep_rl_zoo.dqn.agent import Dqn
-from deep_rl_zoo.dqn.train import DqnConfig
+from deep_rl_zoo.dqn.train import DqnConfig, build_network
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
-from deep_rl_zoo.networks.value import build_q_network
 
 
 def main(config: EvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
-        hidden_sizes = checkpoint["config"].get("hidden_sizes") if checkpoint else DqnConfig.hidden_sizes
-        network = build_q_network(env.observation_space.shape, int(env.action_space.n), hidden_sizes)
-        if checkpoint is not None:
-            network.load_state_dict(checkpoint["agent"]["network"])
-        network.to(device).eval()
+        train_config = replay_q_agents.trained_config(DqnConfig, checkpoint)
+        network = replay_q_agents.load_network(build_network, train_config, checkpoint, env, device)
         epsilon = run_support.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)
         return EpsilonGreedyActor(network, int(env.action_space.n), epsilon, rng, device, Dqn.agent_name)

@@ -24,12 +24,11 @@ import copy
 
 import numpy as np
 import torch
-from torch import nn
 
 from deep_rl_zoo import multistep, value_learning
 from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.networks.value import DrqnNetwork
+from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.sequence_replay import SequenceReplay, SequenceStep
 from deep_rl_zoo.types_ import TimeStep
@@ -189,6 +188,7 @@ class Drqn:
         self._env_steps = 0
         self._learner_steps = 0
         self._last_loss = float("nan")
+        self._last_grad_norm = float("nan")
 
     def step(self, timestep: TimeStep) -> int:
         """Stores `timestep`, learns when due, and returns an epsilon-greedy action."""
@@ -265,15 +265,10 @@ class Drqn:
         mask = flat(valid)
         loss = (output.loss * mask).sum() / mask.sum().clamp(min=1)
 
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-        self._optimizer.step()
+        self._last_loss, self._last_grad_norm = gradient_step(
+            loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
+        )
         self._learner_steps += 1
-        self._last_loss = loss.item()
-        if not np.isfinite(self._last_loss):
-            raise NonFiniteLossError(self._learner_steps, self._last_loss)
         if self._learner_steps % self._target_network_update_period == 0:
             self._target_network.load_state_dict(self._network.state_dict())
 
@@ -281,6 +276,7 @@ class Drqn:
     def statistics(self) -> dict[str, float]:
         return {
             "loss": self._last_loss,
+            "grad_norm": self._last_grad_norm,
             "epsilon": self.epsilon,
             "learner_steps": self._learner_steps,
             "replay_size": self._replay.size,
@@ -294,7 +290,7 @@ class Drqn:
             "env_steps": self._env_steps,
             "learner_steps": self._learner_steps,
             "rng": self._rng.bit_generator.state,
-            "replay_rng": self._replay._rng.bit_generator.state,
+            "replay_rng": self._replay.rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -304,4 +300,4 @@ class Drqn:
         self._env_steps = state["env_steps"]
         self._learner_steps = state["learner_steps"]
         self._rng.bit_generator.state = state["rng"]
-        self._replay._rng.bit_generator.state = state["replay_rng"]
+        self._replay.rng.bit_generator.state = state["replay_rng"]

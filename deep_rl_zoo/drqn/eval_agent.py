@@ -7,10 +7,10 @@ import dataclasses
 
 import numpy as np
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.config import EvalConfig, field, run_script
 from deep_rl_zoo.drqn.agent import Drqn, RecurrentEpsilonGreedyActor
-from deep_rl_zoo.drqn.train import build_network, obscuring_wrapper
+from deep_rl_zoo.drqn.train import OLD_CHECKPOINT_DEFAULTS, DrqnConfig, build_network, obscuring_wrapper
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,11 +21,8 @@ class DrqnEvalConfig(EvalConfig):
 def main(config: DrqnEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         num_actions = int(env.action_space.n)
-        saved_config = checkpoint["config"] if checkpoint else {}
-        network = build_network(saved_config, env.observation_space.shape, num_actions)
-        if checkpoint is not None:
-            network.load_state_dict(checkpoint["agent"]["network"])
-        network.to(device).eval()
+        train_config = replay_q_agents.trained_config(DrqnConfig, checkpoint, OLD_CHECKPOINT_DEFAULTS)
+        network = replay_q_agents.load_network(build_network, train_config, checkpoint, env, device)
         epsilon = run_support.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)
         return RecurrentEpsilonGreedyActor(network, num_actions, epsilon, rng, device, Drqn.agent_name)

@@ -7,21 +7,20 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo import run_support
-from deep_rl_zoo.config import RunConfig, field
+from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo.config import field
 from deep_rl_zoo.drqn import agent
 from deep_rl_zoo.drqn.obscured import ObscuredObservation
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks.value import DrqnNetwork
-from deep_rl_zoo.schedules import LinearSchedule
-from deep_rl_zoo.sequence_replay import SequenceReplay
 
 
 @dataclasses.dataclass(frozen=True)
-class DrqnConfig(RunConfig):
-    """DRQN hyper-parameters. Atari defaults (run_atari) follow Hausknecht & Stone 2015 where the paper
-    gives them; the classic-control defaults below were tuned here on CartPole-v1.
+class DrqnConfig(replay_q_agents.EpsilonGreedyConfig):
+    """DRQN hyper-parameters: the flags of every epsilon-greedy replay Q agent (`replay_q_agents`), with
+    the replay counted in env steps and batches in sequences, and those of the recurrent network. Atari
+    defaults (run_atari) follow Hausknecht & Stone 2015 where the paper gives them; the classic-control
+    defaults below were tuned here on CartPole-v1.
 
     Classic control: 32 sequences of 8 burn-in + 8 learned steps every 4 env steps, Adam lr 1e-3, a
     target copy every 125 gradient steps (500 env steps), 5-step double-Q targets, one ReLU layer of
@@ -54,16 +53,7 @@ class DrqnConfig(RunConfig):
     min_replay_size: int = field(1000, "Env steps collected before learning starts.")
     batch_size: int = field(32, "Sequences per gradient step.")
     learning_rate: float = field(1e-3, "Adam learning rate.")
-    adam_eps: float = field(1e-8, "Adam epsilon.")
-    discount: float = field(0.99, "Discount factor gamma.")
     n_step: int = field(5, "Steps of the bootstrapped return (1 is the paper's one-step target).")
-    learn_interval: int = field(4, "Env steps between two gradient steps.")
-    target_network_update_period: int = field(125, "Gradient steps between two target-network copies.")
-    exploration_epsilon_begin_value: float = field(1.0, "Epsilon at the start of learning.")
-    exploration_epsilon_end_value: float = field(0.01, "Epsilon after the decay.")
-    exploration_epsilon_decay_steps: int = field(5000, "Env steps over which epsilon decays, after warm-up.")
-    eval_exploration_epsilon: float = field(0.0, "Epsilon of the greedy evaluation.")
-    max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
     hidden_sizes: tuple[int, ...] = field((128,), "Hidden layer sizes of the MLP before the LSTM (classic).")
     obscure_probability: float = field(
         0.0, "Blank each observation with this probability (0.5 on Atari = the paper's flickering games)."
@@ -75,30 +65,14 @@ class DrqnConfig(RunConfig):
             0.0 <= self.obscure_probability <= 1.0,
             f"--obscure_probability must be in [0, 1], got {self.obscure_probability}",
         )
-        for name in (
-            "unroll_length",
-            "n_step",
-            "lstm_size",
-            "replay_capacity",
-            "batch_size",
-            "learn_interval",
-            "target_network_update_period",
-        ):
+        for name in ("unroll_length", "lstm_size"):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
         require(self.burn_in >= 0, f"--burn_in must be >= 0, got {self.burn_in}")
-        require(self.min_replay_size >= 0, f"--min_replay_size must be >= 0, got {self.min_replay_size}")
         require(
             self.sequence_length <= self.replay_capacity,
             f"--burn_in + --unroll_length + 1 = {self.sequence_length} is larger than "
             f"--replay_capacity={self.replay_capacity}",
         )
-        require(
-            self.min_replay_size <= self.replay_capacity,
-            f"--min_replay_size={self.min_replay_size} is larger than "
-            f"--replay_capacity={self.replay_capacity}",
-        )
-        require(0.0 <= self.discount <= 1.0, f"--discount must be in [0, 1], got {self.discount}")
-        require(self.learning_rate > 0, f"--learning_rate must be positive, got {self.learning_rate}")
 
     @property
     def sequence_length(self) -> int:
@@ -106,56 +80,31 @@ class DrqnConfig(RunConfig):
         return self.burn_in + self.unroll_length + 1
 
 
-def build_network(config_values: dict, observation_shape, num_actions: int) -> DrqnNetwork:
-    """The network a config (as saved in a checkpoint: a dict) describes; shared with eval_agent."""
+def build_network(config: DrqnConfig, observation_shape: tuple[int, ...], num_actions: int) -> DrqnNetwork:
+    """The network a config describes; `eval_agent` rebuilds it from a checkpoint's config."""
     return DrqnNetwork(
-        observation_shape,
-        num_actions,
-        config_values.get("hidden_sizes", DrqnConfig.hidden_sizes),
-        config_values.get("lstm_size", DrqnConfig.lstm_size),
-        # Checkpoints saved before this option had the paper's linear head.
-        config_values.get("head_hidden_sizes", ()),
+        observation_shape, num_actions, config.hidden_sizes, config.lstm_size, config.head_hidden_sizes
     )
+
+
+# Checkpoints saved before `head_hidden_sizes` existed had the paper's linear head.
+OLD_CHECKPOINT_DEFAULTS = {"head_hidden_sizes": ()}
 
 
 def build_agents(config: DrqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
     """The learning agent and a recurrent evaluation actor sharing its online network."""
     observation_shape = env.observation_space.shape
     num_actions = int(env.action_space.n)
-    network = build_network(dataclasses.asdict(config), observation_shape, num_actions).to(device)
+    network = build_network(config, observation_shape, num_actions).to(device)
     rng = np.random.default_rng(config.seed)
-    frame_store = None
-    if len(observation_shape) == 3:
-        # Atari: the replay stores frame handles; store and replay advance one step at a time
-        # together, so the store needs the replay's span plus the frames before its oldest stack.
-        frame_store = replay_lib.FrameStackStore(
-            capacity=config.replay_capacity + observation_shape[0],
-            frame_shape=tuple(observation_shape[1:]),
-            stack_size=observation_shape[0],
-        )
     train_agent = agent.Drqn(
-        network=network,
-        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
-        replay=SequenceReplay(
-            config.replay_capacity, config.sequence_length, rng=np.random.default_rng(rng.integers(2**63))
-        ),
-        exploration_epsilon=LinearSchedule(
-            begin_value=config.exploration_epsilon_begin_value,
-            end_value=config.exploration_epsilon_end_value,
-            begin_t=config.min_replay_size,
-            decay_steps=config.exploration_epsilon_decay_steps,
-        ),
+        **replay_q_agents.learner_arguments(config, network, device),
+        **replay_q_agents.sequence_storage(config, config.sequence_length, observation_shape, rng),
+        exploration_epsilon=replay_q_agents.epsilon_schedule(config),
         num_actions=num_actions,
         discount=config.discount,
         burn_in=config.burn_in,
-        min_replay_size=config.min_replay_size,
-        learn_interval=config.learn_interval,
-        batch_size=config.batch_size,
-        target_network_update_period=config.target_network_update_period,
-        max_grad_norm=config.max_grad_norm,
         rng=rng,
-        device=device,
-        frame_store=frame_store,
         double_q=config.double_q,
         n_step=config.n_step,
     )

@@ -5,7 +5,7 @@
 import numpy as np
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.config import EvalConfig, run_script
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 from deep_rl_zoo.iqn.agent import Iqn, SampledTausQNetwork
@@ -15,12 +15,9 @@ from deep_rl_zoo.iqn.train import IqnConfig, build_network
 def main(config: EvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         num_actions = int(env.action_space.n)
-        saved_config = checkpoint["config"] if checkpoint else {}
-        network = build_network(saved_config, env.observation_space.shape, num_actions)
-        if checkpoint is not None:
-            network.load_state_dict(checkpoint["agent"]["network"])
-        network.to(device).eval()
-        num_taus = saved_config.get("num_acting_taus", IqnConfig.num_acting_taus)
+        train_config = replay_q_agents.trained_config(IqnConfig, checkpoint)
+        network = replay_q_agents.load_network(build_network, train_config, checkpoint, env, device)
+        num_taus = train_config.num_acting_taus
         acting_network = SampledTausQNetwork(network, num_taus, torch.Generator().manual_seed(config.seed))
         epsilon = run_support.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)

@@ -4,24 +4,20 @@
 
 import numpy as np
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.config import EvalConfig, run_script
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 from deep_rl_zoo.qr_dqn.agent import QrDqn
-from deep_rl_zoo.qr_dqn.train import build_network
+from deep_rl_zoo.qr_dqn.train import QrDqnConfig, build_network
 
 
 def main(config: EvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
-        num_actions = int(env.action_space.n)
-        saved_config = checkpoint["config"] if checkpoint else {}
-        network = build_network(saved_config, env.observation_space.shape, num_actions)
-        if checkpoint is not None:
-            network.load_state_dict(checkpoint["agent"]["network"])
-        network.to(device).eval()
+        train_config = replay_q_agents.trained_config(QrDqnConfig, checkpoint)
+        network = replay_q_agents.load_network(build_network, train_config, checkpoint, env, device)
         epsilon = run_support.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)
-        return EpsilonGreedyActor(network, num_actions, epsilon, rng, device, QrDqn.agent_name)
+        return EpsilonGreedyActor(network, int(env.action_space.n), epsilon, rng, device, QrDqn.agent_name)
 
     return run_support.evaluate(config, QrDqn.agent_name, build_actor)
 

@@ -78,6 +78,7 @@ class Rainbow:
         self._env_steps = 0
         self._learner_steps = 0
         self._last_loss = float("nan")
+        self._last_grad_norm = float("nan")
 
     def step(self, timestep: TimeStep) -> int:
         """Stores what `timestep` completes, learns when due, and returns the noisy network's greedy action."""
@@ -120,7 +121,7 @@ class Rainbow:
         )
         # The weights undo the bias of prioritized sampling (Schaul et al. 2015, section 3.4).
         loss = (torch.as_tensor(sample.weights, device=self._device) * output.loss).mean()
-        self._last_loss = gradient_step(
+        self._last_loss, self._last_grad_norm = gradient_step(
             loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
         )
         self._learner_steps += 1
@@ -133,6 +134,7 @@ class Rainbow:
     def statistics(self) -> dict[str, float]:
         return {
             "loss": self._last_loss,
+            "grad_norm": self._last_grad_norm,
             "importance_sampling_exponent": self._importance_sampling_exponent(self._env_steps),
             "max_priority": self._replay.max_priority,
             "learner_steps": self._learner_steps,
