@@ -8,6 +8,7 @@ is the number of training env steps taken so far.
 import csv
 import math
 import os
+import sys
 import time
 from collections.abc import Mapping
 
@@ -72,6 +73,8 @@ class RunLogger:
         self.results_csv_path = results_csv_path
         self.debug_screenshots_interval = debug_screenshots_interval
         self.screenshot_dir = screenshot_dir
+        self._csv_columns: list[str] | None = None  # the header of results_csv_path, once known
+        self._csv_dropped: set[str] = set()  # keys already warned about
         self._writer = None
         if use_tensorboard:
             from torch.utils.tensorboard import SummaryWriter  # imported lazily: it is slow to import
@@ -105,12 +108,30 @@ class RunLogger:
             pass
 
     def csv_row(self, row: Mapping[str, float | int | str]) -> None:
-        """Appends one row to the results CSV, writing the header when the file is new."""
+        """Appends one row to the results CSV, writing the header when the file is new.
+
+        The columns are fixed by the file's header (its first row, or the file already there when a run
+        resumes), so that every row has the header's fields: a value a later row lacks is left empty,
+        and a key the header lacks is left out, with a warning on stderr the first time.
+        """
         directory = os.path.dirname(os.path.abspath(self.results_csv_path))
         os.makedirs(directory, exist_ok=True)
         is_new = not os.path.exists(self.results_csv_path) or os.path.getsize(self.results_csv_path) == 0
+        if is_new:
+            self._csv_columns = list(row.keys())
+        elif self._csv_columns is None:
+            with open(self.results_csv_path, newline="") as f:
+                self._csv_columns = next(csv.reader(f))
+        unknown = [key for key in row if key not in self._csv_columns and key not in self._csv_dropped]
+        if unknown:
+            self._csv_dropped.update(unknown)
+            print(
+                f"warning: {self.results_csv_path} has no column for {', '.join(unknown)}; "
+                "those values are left out of it (TensorBoard still gets them)",
+                file=sys.stderr,
+            )
         with open(self.results_csv_path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(row.keys()))
+            writer = csv.DictWriter(f, fieldnames=self._csv_columns, restval="", extrasaction="ignore")
             if is_new:
                 writer.writeheader()
             writer.writerow(row)

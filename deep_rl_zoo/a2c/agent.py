@@ -21,7 +21,10 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import policy_gradient, unrolls
-from deep_rl_zoo.errors import NonFiniteLossError
+from deep_rl_zoo.optimization import GradientStep, apply_gradients, gradient_step
+
+# What the learners report (`a2c_loss`'s parts and the gradient norm).
+STATISTICS_KEYS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm")
 
 
 def a2c_loss(
@@ -82,7 +85,8 @@ class _Learner:
         self._device = device
         self._learner_steps = 0
         self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
-        self._statistics: dict[str, float] = {}
+        # NaN until the first update, so that every row of results.csv has the same columns.
+        self._statistics = dict.fromkeys(STATISTICS_KEYS, float("nan"))
 
     @property
     def shared_module(self) -> nn.Module:
@@ -96,13 +100,8 @@ class _Learner:
                     f"the learner is at {self._parameter_version}: A2C is synchronous"
                 )
 
-    def _apply_gradients(self, loss_value: float) -> None:
-        if not np.isfinite(loss_value):
-            raise NonFiniteLossError(self._learner_steps, loss_value)
-        if self._max_grad_norm > 0:
-            norm = nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-            self._statistics["gradient_norm"] = float(norm)
-        self._optimizer.step()
+    def _finish_step(self, step: GradientStep) -> None:
+        self._statistics["grad_norm"] = step.grad_norm
         self._learner_steps += 1
         self._parameter_version += 1  # the loop publishes right after
 
@@ -135,9 +134,15 @@ class A2c(_Learner):
         loss, self._statistics = a2c_loss(
             self._network, batch, self._discount, self._value_coef, self._entropy_coef
         )
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self._apply_gradients(self._statistics["loss"])
+        self._finish_step(
+            gradient_step(
+                loss,
+                self._optimizer,
+                self._network.parameters(),
+                self._max_grad_norm,
+                self._learner_steps + 1,
+            )
+        )
 
 
 class Gradient(NamedTuple):
@@ -194,4 +199,12 @@ class A2cGrad(_Learner):
         self._statistics = {
             key: float(np.mean([p.statistics[key] for p in payloads])) for key in payloads[0].statistics
         }
-        self._apply_gradients(self._statistics["loss"])
+        self._finish_step(
+            apply_gradients(
+                self._statistics["loss"],
+                self._optimizer,
+                self._network.parameters(),
+                self._max_grad_norm,
+                self._learner_steps + 1,
+            )
+        )

@@ -78,7 +78,7 @@ class ActorCritic:
         self._env_steps = 0
         self._learner_steps = 0
         self._stats = dict.fromkeys(
-            ("loss", "policy_loss", "value_loss", "entropy", "advantage_mean"), float("nan")
+            ("loss", "grad_norm", "policy_loss", "value_loss", "entropy", "advantage_mean"), float("nan")
         )
 
     def step(self, timestep: TimeStep) -> int:
@@ -130,12 +130,13 @@ class ActorCritic:
             pg.loss.mean() + self._value_coef * value.loss.mean() + self._entropy_coef * entropy.loss.mean()
         )
 
-        loss_value = gradient_step(
+        loss_value, grad_norm = gradient_step(
             loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
         )
         self._learner_steps += 1
         self._stats = {
             "loss": loss_value,
+            "grad_norm": grad_norm,
             "policy_loss": pg.loss.mean().item(),
             "value_loss": value.loss.mean().item(),
             "entropy": entropy.extra.entropy.mean().item(),

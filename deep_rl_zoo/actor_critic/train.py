@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import optimization, run_support
 from deep_rl_zoo.actor_critic import agent
 from deep_rl_zoo.config import RunConfig, field
 from deep_rl_zoo.errors import require
@@ -52,7 +52,7 @@ def build_agents(config: ActorCriticConfig, env: gym.Env, device: torch.device) 
     ).to(device)
     train_agent = agent.ActorCritic(
         network=network,
-        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        optimizer=optimization.adam(network.parameters(), config.learning_rate, config.adam_eps),
         discount=config.discount,
         unroll_length=config.unroll_length,
         gae_lambda=config.gae_lambda,

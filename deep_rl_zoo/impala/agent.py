@@ -20,9 +20,9 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import policy_gradient, unrolls, vtrace
-from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.main_loop import LearnerLink
 from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic
+from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.types_ import TimeStep
 
@@ -216,7 +216,20 @@ class Impala:
         self._env_steps = 0  # transitions learned from (the learning-rate schedule's clock)
         self._learner_steps = 0
         self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
-        self._statistics: dict[str, float] = {}
+        # NaN until the first update, so that every row of results.csv has the same columns.
+        self._statistics = dict.fromkeys(
+            (
+                "loss",
+                "policy_loss",
+                "value_loss",
+                "entropy",
+                "mean_clipped_rho",
+                "grad_norm",
+                "learning_rate",
+                "mean_parameter_lag",
+            ),
+            float("nan"),
+        )
 
     @property
     def shared_module(self) -> nn.Module:
@@ -253,15 +266,9 @@ class Impala:
         )
         for group in self._optimizer.param_groups:
             group["lr"] = self._learning_rate(self._env_steps)
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(
-            self._network.parameters(), self._max_grad_norm if self._max_grad_norm > 0 else float("inf")
+        loss_value, grad_norm = gradient_step(
+            loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
         )
-        self._optimizer.step()
-        loss_value = loss.item()
-        if not np.isfinite(loss_value):
-            raise NonFiniteLossError(self._learner_steps, loss_value)
 
         lags = [self._parameter_version - u.parameter_version for u in payloads]
         self._env_steps += num_steps * len(payloads)
@@ -273,7 +280,7 @@ class Impala:
             "value_loss": critic.loss.mean().item(),
             "entropy": entropy_term.extra.entropy.mean().item(),
             "mean_clipped_rho": targets.clipped_rho[valid].mean().item(),
-            "grad_norm": float(grad_norm),
+            "grad_norm": grad_norm,
             "learning_rate": self._optimizer.param_groups[0]["lr"],
             "mean_parameter_lag": float(np.mean(lags)),  # learner updates the actors were behind
         }

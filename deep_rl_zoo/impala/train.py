@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import optimization, run_support
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.impala.agent import Impala, ImpalaActor, ImpalaGreedyActor
@@ -72,7 +72,7 @@ def build_learner(config: ImpalaConfig, env: gym.Env, device: torch.device) -> r
     )
     learner = Impala(
         network=network,
-        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        optimizer=optimization.adam(network.parameters(), config.learning_rate, config.adam_eps),
         batch_size=config.batch_size,
         discount=config.discount,
         rho_bar=config.rho_bar,

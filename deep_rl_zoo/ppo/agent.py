@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import policy_gradient, unrolls
-from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.normalizers import ObservationNormalizer, RewardScaler
+from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
 
 
@@ -78,7 +78,21 @@ class Ppo:
         self._env_steps = 0  # transitions learned from (the learning-rate schedule's clock)
         self._learner_steps = 0  # updates
         self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
-        self._statistics: dict[str, float] = {}
+        # NaN until the first update, so that every row of results.csv has the same columns.
+        self._statistics = dict.fromkeys(
+            (
+                "loss",
+                "grad_norm",
+                "policy_loss",
+                "value_loss",
+                "entropy",
+                "approx_kl",
+                "clip_fraction",
+                "learning_rate",
+                "explained_variance",
+            ),
+            float("nan"),
+        )
 
     @property
     def shared_module(self) -> nn.Module:
@@ -116,7 +130,7 @@ class Ppo:
             group["lr"] = self._learning_rate(self._env_steps)
         num_transitions = observation.shape[0]
         sums = dict.fromkeys(
-            ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), 0.0
+            ("loss", "grad_norm", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), 0.0
         )
         num_minibatches = 0
         for _ in range(self._num_epochs):
@@ -158,16 +172,12 @@ class Ppo:
             + self._value_coef * critic.loss.mean()
             + self._entropy_coef * entropy_term.loss.mean()
         )
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-        self._optimizer.step()
-        loss_value = loss.item()
-        if not np.isfinite(loss_value):
-            raise NonFiniteLossError(self._learner_steps, loss_value)
+        loss_value, grad_norm = gradient_step(
+            loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
+        )
         return {
             "loss": loss_value,
+            "grad_norm": grad_norm,
             "policy_loss": policy.loss.mean().item(),
             "value_loss": critic.loss.mean().item(),
             "entropy": entropy_term.extra.entropy.mean().item(),

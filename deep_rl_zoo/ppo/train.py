@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import run_support, unrolls
+from deep_rl_zoo import optimization, run_support, unrolls
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
@@ -95,9 +95,7 @@ def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_
     )
     learner = Ppo(
         network=network,
-        optimizer=torch.optim.Adam(
-            network.parameters(), lr=config.learning_rate, eps=config.adam_eps, fused=True
-        ),
+        optimizer=optimization.adam(network.parameters(), config.learning_rate, config.adam_eps),
         num_actors=config.num_actors,
         discount=config.discount,
         gae_lambda=config.gae_lambda,

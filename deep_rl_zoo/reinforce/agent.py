@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import multistep, policy_gradient
-from deep_rl_zoo.errors import NonFiniteLossError
+from deep_rl_zoo.optimization import apply_gradients
 from deep_rl_zoo.types_ import TimeStep
 
 # Steps per forward/backward pass when learning from an episode: gradients of the chunks accumulate, so
@@ -70,7 +70,9 @@ class Reinforce:
         self._rewards: list[float] = []
         self._env_steps = 0
         self._learner_steps = 0
-        self._stats = {"loss": float("nan"), "entropy": float("nan"), "weight_mean": float("nan")}
+        self._stats = dict.fromkeys(
+            ("loss", "grad_norm", "entropy", "weight_mean", "weight_std"), float("nan")
+        )
         self._stats["weight_std"] = float("nan")
 
     def step(self, timestep: TimeStep) -> int:
@@ -120,14 +122,17 @@ class Reinforce:
             loss.backward()
             total_loss += loss.item()
             total_entropy -= entropy.loss.sum().item()
-        if not np.isfinite(total_loss):
-            raise NonFiniteLossError(self._learner_steps + 1, total_loss)
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-        self._optimizer.step()
+        step = apply_gradients(
+            total_loss,
+            self._optimizer,
+            self._network.parameters(),
+            self._max_grad_norm,
+            self._learner_steps + 1,
+        )
         self._learner_steps += 1
         self._stats = {
             "loss": total_loss,
+            "grad_norm": step.grad_norm,
             "entropy": total_entropy / num_steps,
             "weight_mean": weights.mean().item(),
             "weight_std": weights.std().item() if num_steps > 1 else 0.0,

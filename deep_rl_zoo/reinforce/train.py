@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import optimization, run_support
 from deep_rl_zoo.config import RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
@@ -46,7 +46,7 @@ def build_agents(config: ReinforceConfig, env: gym.Env, device: torch.device) ->
     ).to(device)
     train_agent = agent.Reinforce(
         policy_network=network,
-        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        optimizer=optimization.adam(network.parameters(), config.learning_rate, config.adam_eps),
         discount=config.discount,
         normalize_returns=config.normalize_returns,
         entropy_coef=config.entropy_coef,

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import multistep, policy_gradient
-from deep_rl_zoo.errors import NonFiniteLossError
+from deep_rl_zoo.optimization import apply_gradients
 from deep_rl_zoo.types_ import TimeStep
 
 # Steps per forward/backward pass when learning from an episode: gradients of the chunks accumulate, so
@@ -63,7 +63,7 @@ class ReinforceBaseline:
         self._env_steps = 0
         self._learner_steps = 0
         self._stats = dict.fromkeys(
-            ("loss", "policy_loss", "value_loss", "entropy", "advantage_std"), float("nan")
+            ("loss", "grad_norm", "policy_loss", "value_loss", "entropy", "advantage_std"), float("nan")
         )
 
     def step(self, timestep: TimeStep) -> int:
@@ -127,13 +127,13 @@ class ReinforceBaseline:
             sums["entropy"] += entropy.extra.entropy.sum().item()
         stats = {k: v / num_steps for k, v in sums.items()}
         stats["loss"] = stats["policy_loss"] + stats["value_loss"] - self._entropy_coef * stats["entropy"]
-        if not np.isfinite(stats["loss"]):
-            raise NonFiniteLossError(self._learner_steps + 1, stats["loss"])
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._policy_network.parameters(), self._max_grad_norm)
-            nn.utils.clip_grad_norm_(self._value_network.parameters(), self._max_grad_norm)
-        self._optimizer.step()
+        # Each network's gradient is clipped on its own.
+        networks = [list(self._policy_network.parameters()), list(self._value_network.parameters())]
+        step = apply_gradients(
+            stats["loss"], self._optimizer, networks, self._max_grad_norm, self._learner_steps + 1
+        )
         self._learner_steps += 1
+        stats["grad_norm"] = step.grad_norm
         stats["advantage_std"] = advantages.std().item() if num_steps > 1 else 0.0
         self._stats = stats
 

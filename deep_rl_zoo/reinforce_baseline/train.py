@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import optimization, run_support
 from deep_rl_zoo.config import RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
@@ -48,12 +48,13 @@ def build_agents(config: ReinforceBaselineConfig, env: gym.Env, device: torch.de
     value_network = build_critic_network(observation_shape, config.hidden_sizes)
     policy_network.to(device)
     value_network.to(device)
-    optimizer = torch.optim.Adam(
+    optimizer = optimization.adam(
         [
             {"params": policy_network.parameters(), "lr": config.learning_rate},
             {"params": value_network.parameters(), "lr": config.value_learning_rate},
         ],
-        eps=config.adam_eps,
+        config.learning_rate,
+        config.adam_eps,
     )
     train_agent = agent.ReinforceBaseline(
         policy_network=policy_network,

@@ -19,17 +19,26 @@ stack exactly, reset padding included), then the newest frame of every later obs
 The replay then stores transitions (h_t, a_t, r_{t+1}, discount, h_{t+1}) of handles.
 """
 
-import math
-
 import numpy as np
 import torch
 from torch import nn
 
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo import unrolls
-from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.main_loop import LearnerLink
+from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.sac import losses
+
+# What the learner reports after each gradient step.
+STATISTICS_KEYS = (
+    "critic_loss",
+    "policy_loss",
+    "critic_grad_norm",
+    "policy_grad_norm",
+    "entropy",
+    "alpha",
+    "mean_q",
+)
 
 
 class NonBlockingLink:
@@ -122,7 +131,8 @@ class Sac:
         self._env_steps = 0  # env steps received
         self._learner_steps = 0  # gradient steps
         self._update_credit = 0.0  # gradient steps owed, carried over between chunks
-        self._statistics: dict[str, float] = {}
+        # NaN until the first update, so that every row of results.csv has the same columns.
+        self._statistics = dict.fromkeys(STATISTICS_KEYS, float("nan"))
 
     @property
     def shared_module(self) -> nn.Module:
@@ -187,42 +197,44 @@ class Sac:
         critic = losses.soft_q_learning(
             q1_tm1, q2_tm1, a_tm1, r_t, discount_t, target_q1_t, target_q2_t, log_pi_t, alpha
         )
-        critic_loss = critic.loss.mean()
-        self._step(self._q_optimizer, critic_loss, [*networks.q1.parameters(), *networks.q2.parameters()])
+        step_number = self._learner_steps + 1
+        critic_value, critic_grad_norm = gradient_step(
+            critic.loss.mean(),
+            self._q_optimizer,
+            [*networks.q1.parameters(), *networks.q2.parameters()],
+            self._max_grad_norm,
+            step_number,
+        )
 
         log_pi_tm1 = torch.log_softmax(networks.policy(s_tm1).pi_logits, dim=-1)
         policy = losses.soft_policy_loss(log_pi_tm1, q1_tm1.detach(), q2_tm1.detach(), alpha)
-        policy_loss = policy.loss.mean()
-        self._step(self._policy_optimizer, policy_loss, list(networks.policy.parameters()))
+        policy_value, policy_grad_norm = gradient_step(
+            policy.loss.mean(),
+            self._policy_optimizer,
+            networks.policy.parameters(),
+            self._max_grad_norm,
+            step_number,
+        )
 
         temperature = losses.temperature_loss(networks.log_alpha, policy.extra.entropy, self._target_entropy)
-        self._step(self._alpha_optimizer, temperature.loss.mean(), [])
+        # The temperature's single gradient is not clipped.
+        gradient_step(temperature.loss.mean(), self._alpha_optimizer, [networks.log_alpha], 0.0, step_number)
 
         with torch.no_grad():
             for online, target in ((networks.q1, networks.target_q1), (networks.q2, networks.target_q2)):
                 for p, p_target in zip(online.parameters(), target.parameters(), strict=True):
                     p_target.lerp_(p, self._tau)
 
-        critic_value, policy_value = critic_loss.item(), policy_loss.item()
-        if not (math.isfinite(critic_value) and math.isfinite(policy_value)):
-            raise NonFiniteLossError(
-                self._learner_steps, critic_value if not math.isfinite(critic_value) else policy_value
-            )
         self._learner_steps += 1
         self._statistics = {
             "critic_loss": critic_value,
             "policy_loss": policy_value,
+            "critic_grad_norm": critic_grad_norm,
+            "policy_grad_norm": policy_grad_norm,
             "entropy": policy.extra.entropy.mean().item(),
             "alpha": alpha,
             "mean_q": critic.extra.target.mean().item(),
         }
-
-    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: list) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0 and parameters:
-            nn.utils.clip_grad_norm_(parameters, self._max_grad_norm)
-        optimizer.step()
 
     @property
     def statistics(self) -> dict[str, float]:

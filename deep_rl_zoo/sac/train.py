@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from deep_rl_zoo import optimization, run_support, unrolls
 from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo import run_support, unrolls
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
@@ -80,11 +80,11 @@ def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> run_
         frame_store = replay_lib.FrameStackStore(capacity, tuple(shape[1:]), stack)
     learner = Sac(
         networks=networks,
-        q_optimizer=torch.optim.Adam(
-            [*networks.q1.parameters(), *networks.q2.parameters()], lr=config.learning_rate
+        q_optimizer=optimization.adam(
+            [*networks.q1.parameters(), *networks.q2.parameters()], config.learning_rate
         ),
-        policy_optimizer=torch.optim.Adam(networks.policy.parameters(), lr=config.learning_rate),
-        alpha_optimizer=torch.optim.Adam([networks.log_alpha], lr=config.learning_rate),
+        policy_optimizer=optimization.adam(networks.policy.parameters(), config.learning_rate),
+        alpha_optimizer=optimization.adam([networks.log_alpha], config.learning_rate),
         replay=replay_lib.UniformReplay(config.replay_capacity, np.random.default_rng(config.seed)),
         frame_store=frame_store,
         batch_size=config.batch_size,
