@@ -15,7 +15,7 @@ import torch
 from deep_rl_zoo import checkpoint, replay
 from deep_rl_zoo.config import EvalConfig
 from deep_rl_zoo.dqn import agent as dqn_agent
-from deep_rl_zoo.dqn import eval_agent, run_atari, train
+from deep_rl_zoo.dqn import eval_agent, train
 from deep_rl_zoo.errors import CheckpointError, ConfigError, NonFiniteLossError
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.types_ import TimeStep
@@ -46,64 +46,6 @@ def read_csv(path) -> list[dict]:
 
 
 @pytest.mark.smoke
-def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
-    state = train.main(tiny_classic_config(tmp_path))
-    for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"DQN_CartPole-v1_{iteration}.ckpt")
-    rows = read_csv(os.path.join(state.run_dir, "results.csv"))
-    assert [int(r["iteration"]) for r in rows] == [0, 1]
-    assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
-    assert not [n for n in os.listdir(tmp_path / "checkpoints") if n.startswith(".tmp")]
-
-
-@pytest.mark.smoke
-def test_run_atari_smoke_stores_each_frame_once(tmp_path):
-    config = train.DqnConfig(
-        **{
-            **run_atari.DEFAULTS,
-            "num_iterations": 1,
-            "num_train_steps": 80,
-            "num_eval_steps": 30,
-            "max_episode_steps": 40,
-            "replay_capacity": 200,
-            "min_replay_size": 40,
-            "batch_size": 8,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    agents = train.build_agents(config, _pong_env(config), torch.device("cpu"))
-    assert agents.train_agent._writer.frame_store is not None  # frames kept once, stacks rebuilt on sampling
-    state = train.main(config)
-    assert state.train_env_steps == 80
-    assert os.path.isfile(tmp_path / "checkpoints" / "DQN_Pong_0.ckpt")
-
-
-def _pong_env(config):
-    from deep_rl_zoo import run_support
-
-    return run_support.make_environment(config, 0, train=True)
-
-
-@pytest.mark.smoke
-def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path, capsys):
-    train.main(tiny_classic_config(tmp_path, num_iterations=1))
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name="CartPole-v1",
-            num_episodes=2,
-            load_checkpoint_file=str(tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"),
-            recording_video_dir=str(tmp_path / "recordings"),
-        )
-    )
-    assert len(returns) == 2 and all(r >= 1 for r in returns)
-    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "recordings"))
-    assert "episode 1: return" in capsys.readouterr().out
-
-
-@pytest.mark.smoke
 def test_eval_agent_without_checkpoint_says_it_plays_random_weights_on_atari(tmp_path, capsys):
     returns = eval_agent.main(
         EvalConfig(
@@ -116,26 +58,6 @@ def test_eval_agent_without_checkpoint_says_it_plays_random_weights_on_atari(tmp
     assert len(returns) == 1
     assert "random weights" in capsys.readouterr().out
     assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "v"))
-
-
-@pytest.mark.smoke
-def test_resume_continues_counters_and_curve_where_the_run_stopped(tmp_path):
-    first = train.main(tiny_classic_config(tmp_path, num_iterations=2))
-    saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "DQN_CartPole-v1_1.ckpt"), "DQN", "CartPole-v1"
-    )
-    resumed = train.main(tiny_classic_config(tmp_path, num_iterations=3, resume=True))
-    assert resumed.run_dir == first.run_dir  # the same TensorBoard folder and CSV continue
-    assert resumed.train_env_steps == 900  # 600 before the break + 300
-    rows = read_csv(os.path.join(first.run_dir, "results.csv"))
-    assert [int(r["iteration"]) for r in rows] == [0, 1, 2]
-    final = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "DQN_CartPole-v1_2.ckpt"), "DQN", "CartPole-v1"
-    )
-    # 300 more env steps were taken, and the optimizer, schedule and counters carried on.
-    assert final["agent"]["env_steps"] == saved["agent"]["env_steps"] + 300
-    assert final["agent"]["learner_steps"] > saved["agent"]["learner_steps"]
-    assert final["agent"]["optimizer"]["state"][0]["step"] > saved["agent"]["optimizer"]["state"][0]["step"]
 
 
 def test_resume_restores_the_exact_agent_state(tmp_path):

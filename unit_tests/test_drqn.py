@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import replay_q_agents, run_support
-from deep_rl_zoo.drqn import eval_agent, run_atari, train
+from deep_rl_zoo.drqn import train
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor, unroll
 from deep_rl_zoo.drqn.obscured import ObscuredObservation
 from deep_rl_zoo.errors import ConfigError
@@ -237,84 +237,6 @@ def test_obscured_observation_blanks_whole_observations_at_the_given_rate():
 
 # ----------------------------------------------------------------------------------------------------
 # End to end
-
-
-@pytest.mark.smoke
-def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
-    state = train.main(tiny_classic_config(tmp_path))
-    for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"DRQN_CartPole-v1_{iteration}.ckpt")
-    rows = read_csv(os.path.join(state.run_dir, "results.csv"))
-    assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
-    assert all(float(r["learner_learner_steps"]) > 0 for r in rows)
-
-
-@pytest.mark.smoke
-def test_run_atari_smoke_stores_each_frame_once(tmp_path):
-    config = train.DrqnConfig(
-        **{
-            **run_atari.DEFAULTS,
-            "num_iterations": 1,
-            "num_train_steps": 60,
-            "num_eval_steps": 20,
-            "max_episode_steps": 30,
-            "unroll_length": 3,
-            "burn_in": 2,
-            "lstm_size": 32,
-            "replay_capacity": 200,
-            "min_replay_size": 30,
-            "batch_size": 2,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    env = run_support.make_environment(config, 0, train=True)
-    assert env.observation_space.shape == (1, 84, 84)  # one frame per step, as in the paper
-    agents = train.build_agents(config, env, torch.device("cpu"))
-    assert agents.train_agent._frame_store is not None  # the sequence replay holds frame handles
-    env.close()
-    state = train.main(config)
-    assert state.train_env_steps == 60
-    assert os.path.isfile(tmp_path / "checkpoints" / "DRQN_Pong_0.ckpt")
-
-
-@pytest.mark.smoke
-def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path):
-    train.main(tiny_classic_config(tmp_path, num_iterations=1))
-    returns = eval_agent.main(
-        eval_agent.DrqnEvalConfig(
-            num_episodes=2,
-            load_checkpoint_file=str(tmp_path / "checkpoints" / "DRQN_CartPole-v1_0.ckpt"),
-            recording_video_dir=str(tmp_path / "recordings"),
-        )
-    )
-    assert len(returns) == 2 and all(r >= 1 for r in returns)
-    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "recordings"))
-
-
-@pytest.mark.smoke
-def test_resume_continues_counters_where_the_run_stopped(tmp_path):
-    first = train.main(tiny_classic_config(tmp_path, num_iterations=1))
-    resumed = train.main(tiny_classic_config(tmp_path, num_iterations=2, resume=True))
-    assert resumed.run_dir == first.run_dir and resumed.train_env_steps == 600
-
-
-@pytest.mark.parametrize(
-    "overrides, message",
-    [
-        ({"environment_name": "Pendulum-v1"}, "discrete"),
-        ({"replay_capacity": 5}, "replay_capacity"),
-        ({"burn_in": -1}, "burn_in"),
-        ({"unroll_length": 0}, "unroll_length"),
-        ({"n_step": 0}, "n_step"),
-    ],
-)
-def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
-    with pytest.raises(ConfigError, match=message):
-        train.main(tiny_classic_config(tmp_path, **overrides))
-    assert not os.path.exists(tmp_path / "checkpoints") and not os.path.exists(tmp_path / "runs")
 
 
 @pytest.mark.learning

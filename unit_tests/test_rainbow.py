@@ -11,10 +11,8 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint, run_support
-from deep_rl_zoo.config import EvalConfig
-from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks.value import DuelingHead, NoisyLinear, build_rainbow_network, reset_noise
-from deep_rl_zoo.rainbow import eval_agent, run_atari, train
+from deep_rl_zoo.rainbow import train
 from deep_rl_zoo.rainbow.agent import MeanNetworkActor
 from deep_rl_zoo.types_ import TimeStep
 
@@ -46,61 +44,6 @@ def read_csv(path) -> list[dict]:
 
 
 @pytest.mark.smoke
-def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
-    state = train.main(tiny_classic_config(tmp_path))
-    for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"{NAME}_CartPole-v1_{iteration}.ckpt")
-    rows = read_csv(os.path.join(state.run_dir, "results.csv"))
-    assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
-    assert float(rows[-1]["learner_learner_steps"]) > 0
-    assert "learner_epsilon" not in rows[-1]  # noisy nets explore; there is no epsilon
-
-
-@pytest.mark.smoke
-def test_run_atari_smoke_stores_each_frame_once(tmp_path):
-    config = train.RainbowConfig(
-        **{
-            **run_atari.DEFAULTS,
-            "num_iterations": 1,
-            "num_train_steps": 80,
-            "num_eval_steps": 30,
-            "max_episode_steps": 40,
-            "replay_capacity": 200,
-            "min_replay_size": 40,
-            "batch_size": 8,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    env = run_support.make_environment(config, 0, train=True)
-    assert train.build_agents(config, env, torch.device("cpu")).train_agent._writer.frame_store is not None
-    state = train.main(config)
-    assert state.train_env_steps == 80
-    assert os.path.isfile(tmp_path / "checkpoints" / f"{NAME}_Pong_0.ckpt")
-
-
-@pytest.mark.smoke
-def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path):
-    # A non-default support and width: the network must be rebuilt from the checkpoint's config.
-    train.main(
-        tiny_classic_config(tmp_path, num_iterations=1, num_atoms=11, v_max=50.0, hidden_sizes=(32, 16))
-    )
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name="CartPole-v1",
-            num_episodes=2,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "recordings"),
-        )
-    )
-    assert len(returns) == 2 and all(r >= 1 for r in returns)
-    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "recordings"))
-
-
-@pytest.mark.smoke
 def test_resume_continues_where_the_run_stopped(tmp_path):
     first = train.main(tiny_classic_config(tmp_path, num_iterations=2))
     saved = checkpoint.load_checkpoint(
@@ -120,24 +63,6 @@ def test_resume_continues_where_the_run_stopped(tmp_path):
     agent = train.build_agents(tiny_classic_config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu"))
     agent.train_agent.load_state_dict(saved["agent"])
     assert torch.equal(torch.rand(3), expected)
-
-
-@pytest.mark.parametrize(
-    "overrides, message",
-    [
-        ({"environment_name": "CartPol-v1"}, "CartPole-v1"),
-        ({"environment_name": "Pendulum-v1"}, "discrete"),
-        ({"batch_size": 2000}, "batch_size"),
-        ({"n_step": 0}, "n_step"),
-        ({"v_min": 1.0, "v_max": 1.0}, "v_min"),
-        ({"noisy_sigma0": -0.1}, "noisy_sigma0"),
-        ({"priority_exponent": -1.0}, "priority_exponent"),
-    ],
-)
-def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
-    with pytest.raises(ConfigError, match=message):
-        train.main(tiny_classic_config(tmp_path, **overrides))
-    assert not os.path.exists(tmp_path / "checkpoints") and not os.path.exists(tmp_path / "runs")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """What every replay-based Q agent must do, checked once per agent: smoke runs of run_classic, run_atari
-and eval_agent (with video), resume, and the common bad input. Agent-specific behaviour and learning
-live in each agent's own test file."""
+and eval_agent (with video, rebuilding a non-default network from the checkpoint's config), resume, the
+common bad input, and the classic defaults each agent was tuned with. Agent-specific behaviour and
+learning live in each agent's own test file."""
 
 import csv
+import dataclasses
 import importlib
 import os
 from types import SimpleNamespace
@@ -10,26 +12,100 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, run_support
+from deep_rl_zoo import checkpoint, replay_q_agents, run_support
 from deep_rl_zoo.config import EvalConfig
 from deep_rl_zoo.errors import ConfigError
 
-# package -> (checkpoint agent name, config class)
+
+@dataclasses.dataclass(frozen=True)
+class Agent:
+    name: str  # as in checkpoint file names
+    config_class: str
+    tiny: dict  # smaller agent-specific sizes for the smoke runs
+    network: dict  # a non-default network, which eval_agent must rebuild from the checkpoint's config
+
+
 AGENTS = {
-    "double_dqn": ("DoubleDQN", "DoubleDqnConfig"),
-    "prioritized_dqn": ("PrioritizedDQN", "PrioritizedDqnConfig"),
-    "c51_dqn": ("C51", "C51Config"),
+    "dqn": Agent("DQN", "DqnConfig", {}, {"hidden_sizes": (32, 16)}),
+    "double_dqn": Agent("DoubleDQN", "DoubleDqnConfig", {}, {"hidden_sizes": (32, 16)}),
+    "prioritized_dqn": Agent("PrioritizedDQN", "PrioritizedDqnConfig", {}, {"hidden_sizes": (32, 16)}),
+    "c51_dqn": Agent("C51", "C51Config", {}, {"num_atoms": 11, "v_max": 50.0, "hidden_sizes": (32, 16)}),
+    "rainbow": Agent(
+        "Rainbow", "RainbowConfig", {}, {"num_atoms": 11, "v_max": 50.0, "hidden_sizes": (32, 16)}
+    ),
+    "qr_dqn": Agent(
+        "QR-DQN", "QrDqnConfig", {"num_quantiles": 8}, {"num_quantiles": 5, "hidden_sizes": (32,)}
+    ),
+    "iqn": Agent(
+        "IQN",
+        "IqnConfig",
+        {"num_online_taus": 4, "num_target_taus": 5, "num_acting_taus": 6},
+        {"tau_embedding_size": 8, "hidden_sizes": (32,)},
+    ),
+    "drqn": Agent(
+        "DRQN",
+        "DrqnConfig",
+        {"unroll_length": 4, "burn_in": 2},
+        {"lstm_size": 16, "hidden_sizes": (32,), "head_hidden_sizes": (8,)},
+    ),
+}
+
+# Each agent's classic-control defaults where they differ from `replay_q_agents`' (DQN's), as tuned
+# and measured on CartPole (README's results table): a change of the shared defaults must not move them.
+TUNED_CLASSIC_DEFAULTS = {
+    "dqn": {},
+    "double_dqn": {"num_iterations": 20},
+    "prioritized_dqn": {"num_iterations": 20, "learning_rate": 5e-4, "target_network_update_period": 200},
+    "c51_dqn": {"num_iterations": 20, "learning_rate": 5e-4, "target_network_update_period": 200},
+    "rainbow": {
+        "num_iterations": 20,
+        "batch_size": 64,
+        "learning_rate": 5e-4,
+        "n_step": 3,
+        "learn_interval": 2,
+        "target_network_update_period": 200,
+    },
+    "qr_dqn": {
+        "batch_size": 64,
+        "learning_rate": 5e-4,
+        "n_step": 3,
+        "learn_interval": 1,
+        "target_network_update_period": 200,
+        "exploration_epsilon_decay_steps": 10_000,
+    },
+    "iqn": {"learning_rate": 1e-3, "n_step": 3},
+    "drqn": {"batch_size": 32, "learning_rate": 1e-3, "n_step": 5, "hidden_sizes": (128,)},
+}
+SHARED_CLASSIC_DEFAULTS = {
+    "num_iterations": 10,
+    "replay_capacity": 50_000,
+    "min_replay_size": 1000,
+    "batch_size": 128,
+    "learning_rate": 2e-3,
+    "adam_eps": 1e-8,
+    "discount": 0.99,
+    "n_step": 1,
+    "learn_interval": 4,
+    "target_network_update_period": 125,
+    "max_grad_norm": 10.0,
+    "hidden_sizes": (128, 128),
+    "exploration_epsilon_begin_value": 1.0,
+    "exploration_epsilon_end_value": 0.01,
+    "exploration_epsilon_decay_steps": 5000,
+    "eval_exploration_epsilon": 0.0,
 }
 
 
 @pytest.fixture(params=sorted(AGENTS))
 def package(request) -> SimpleNamespace:
-    name, config_name = AGENTS[request.param]
+    agent = AGENTS[request.param]
     train = importlib.import_module(f"deep_rl_zoo.{request.param}.train")
     return SimpleNamespace(
-        name=name,
+        key=request.param,
+        name=agent.name,
+        agent=agent,
         train=train,
-        config_cls=getattr(train, config_name),
+        config_cls=getattr(train, agent.config_class),
         run_atari=importlib.import_module(f"deep_rl_zoo.{request.param}.run_atari"),
         eval_agent=importlib.import_module(f"deep_rl_zoo.{request.param}.eval_agent"),
     )
@@ -49,6 +125,7 @@ def tiny_classic_config(package, tmp_path, **overrides):
         use_tensorboard=False,
         show_progress=False,
         stop_when_solved=False,
+        **package.agent.tiny,
     )
     values.update(overrides)
     return package.config_cls(**values)
@@ -59,6 +136,21 @@ def read_csv(path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def frame_store_of(train_agent):
+    """Where the agent keeps Atari frames: its transition writer's store, or DRQN's own."""
+    writer = getattr(train_agent, "_writer", None)
+    return writer.frame_store if writer is not None else train_agent._frame_store
+
+
+def test_classic_defaults_are_the_tuned_ones(package):
+    values = {f.name: f.default for f in dataclasses.fields(package.config_cls)}
+    expected = {**SHARED_CLASSIC_DEFAULTS, **TUNED_CLASSIC_DEFAULTS[package.key]}
+    if package.key == "rainbow":  # noisy layers explore: no epsilon flags
+        expected = {k: v for k, v in expected.items() if "epsilon" not in k}
+    assert {k: values[k] for k in expected} == expected
+    assert issubclass(package.config_cls, replay_q_agents.ReplayQConfig)
+
+
 @pytest.mark.smoke
 def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(package, tmp_path):
     state = package.train.main(tiny_classic_config(package, tmp_path))
@@ -67,6 +159,9 @@ def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(package, tm
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
     assert float(rows[-1]["learner_learner_steps"]) > 0  # it learned, not only acted
+    assert float(rows[-1]["learner_loss"]) >= 0 and float(rows[-1]["learner_grad_norm"]) >= 0
+    assert ("learner_epsilon" in rows[-1]) == (package.key != "rainbow")  # noisy nets explore
+    assert not [n for n in os.listdir(tmp_path / "checkpoints") if n.startswith(".tmp")]  # written atomically
 
 
 @pytest.mark.smoke
@@ -85,21 +180,22 @@ def test_run_atari_smoke_stores_each_frame_once(package, tmp_path):
             "runs_dir": str(tmp_path / "runs"),
             "use_tensorboard": False,
             "show_progress": False,
+            **package.agent.tiny,
         }
     )
     env = run_support.make_environment(config, 0, train=True)
     agent = package.train.build_agents(config, env, torch.device("cpu")).train_agent
-    assert agent._writer.frame_store is not None
+    assert frame_store_of(agent) is not None
     state = package.train.main(config)
     assert state.train_env_steps == 80
     assert os.path.isfile(tmp_path / "checkpoints" / f"{package.name}_Pong_0.ckpt")
 
 
 @pytest.mark.smoke
-def test_eval_agent_plays_a_checkpoint_and_records_a_video(package, tmp_path):
-    package.train.main(tiny_classic_config(package, tmp_path, num_iterations=1))
+def test_eval_agent_rebuilds_the_checkpoints_network_plays_it_and_records_a_video(package, tmp_path, capsys):
+    package.train.main(tiny_classic_config(package, tmp_path, num_iterations=1, **package.agent.network))
     returns = package.eval_agent.main(
-        EvalConfig(
+        package.eval_agent.__dict__.get("DrqnEvalConfig", EvalConfig)(
             environment_name="CartPole-v1",
             num_episodes=2,
             load_checkpoint_file="latest",
@@ -109,6 +205,30 @@ def test_eval_agent_plays_a_checkpoint_and_records_a_video(package, tmp_path):
     )
     assert len(returns) == 2 and all(r >= 1 for r in returns)
     assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "recordings"))
+    assert "episode 1: return" in capsys.readouterr().out
+
+
+def test_the_network_of_a_checkpoint_is_rebuilt_from_its_saved_config(package):
+    train_config = package.config_cls(**package.agent.network)
+    network = package.train.build_network(train_config, (4,), 2)
+    saved = {"config": dataclasses.asdict(train_config), "agent": {"network": network.state_dict()}}
+    rebuilt_config = replay_q_agents.trained_config(package.config_cls, saved)
+    env = SimpleNamespace(observation_space=SimpleNamespace(shape=(4,)), action_space=SimpleNamespace(n=2))
+    rebuilt = replay_q_agents.load_network(package.train.build_network, rebuilt_config, saved, env, "cpu")
+    for key, value in network.state_dict().items():
+        assert torch.equal(rebuilt.state_dict()[key], value), key
+    assert not rebuilt.training  # evaluation mode (noisy layers use their mean)
+    # Without a checkpoint: the defaults, which give a differently shaped network here.
+    default = replay_q_agents.load_network(
+        package.train.build_network,
+        replay_q_agents.trained_config(package.config_cls, None),
+        None,
+        env,
+        "cpu",
+    )
+    assert [v.shape for v in default.state_dict().values()] != [
+        v.shape for v in network.state_dict().values()
+    ]
 
 
 @pytest.mark.smoke
@@ -125,6 +245,10 @@ def test_resume_continues_where_the_run_stopped(package, tmp_path):
     )
     assert final["agent"]["env_steps"] == saved["agent"]["env_steps"] + 300
     assert final["agent"]["learner_steps"] > saved["agent"]["learner_steps"]
+    # The optimizer's state carried on (Adam's step count of the first parameter).
+    assert final["agent"]["optimizer"]["state"][0]["step"] > saved["agent"]["optimizer"]["state"][0]["step"]
+    rows = read_csv(os.path.join(resumed.run_dir, "results.csv"))
+    assert [int(r["train_env_steps"]) for r in rows] == [300, 600, 900]  # one curve, continued
 
 
 @pytest.mark.parametrize(
@@ -133,10 +257,54 @@ def test_resume_continues_where_the_run_stopped(package, tmp_path):
         ({"environment_name": "CartPol-v1"}, "CartPole-v1"),
         ({"environment_name": "Pendulum-v1"}, "discrete"),
         ({"batch_size": 2000}, "batch_size"),
+        ({"min_replay_size": 2000}, "min_replay_size"),
         ({"target_network_update_period": 0}, "target_network_update_period"),
+        ({"n_step": 0}, "n_step"),
+        ({"discount": 1.5}, "discount"),
+        ({"learning_rate": 0.0}, "learning_rate"),
+        ({"max_grad_norm": -1.0}, "max_grad_norm"),
     ],
 )
 def test_common_bad_input_is_rejected_before_any_work(package, tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
         package.train.main(tiny_classic_config(package, tmp_path, **overrides))
+    assert not os.path.exists(tmp_path / "checkpoints") and not os.path.exists(tmp_path / "runs")
+
+
+def test_epsilon_flags_outside_zero_one_are_rejected(package, tmp_path):
+    if package.key == "rainbow":
+        pytest.skip("Rainbow has no epsilon")
+    with pytest.raises(ConfigError, match="exploration_epsilon_end_value"):
+        tiny_classic_config(package, tmp_path, exploration_epsilon_end_value=1.5)
+
+
+@pytest.mark.parametrize(
+    "key, overrides, message",
+    [
+        ("prioritized_dqn", {"priority_exponent": -0.5}, "priority_exponent"),
+        (
+            "prioritized_dqn",
+            {"importance_sampling_exponent_end_value": 1.5},
+            "importance_sampling_exponent_end_value",
+        ),
+        ("c51_dqn", {"num_atoms": 1}, "num_atoms"),
+        ("c51_dqn", {"v_min": 10.0, "v_max": -10.0}, "v_min"),
+        ("rainbow", {"v_min": 1.0, "v_max": 1.0}, "v_min"),
+        ("rainbow", {"noisy_sigma0": -0.1}, "noisy_sigma0"),
+        ("rainbow", {"priority_exponent": -1.0}, "priority_exponent"),
+        ("qr_dqn", {"num_quantiles": 0}, "num_quantiles"),
+        ("qr_dqn", {"huber_delta": -1.0}, "huber_delta"),
+        ("iqn", {"num_target_taus": 0}, "num_target_taus"),
+        ("iqn", {"huber_delta": -1.0}, "huber_delta"),
+        ("drqn", {"replay_capacity": 5, "min_replay_size": 0, "batch_size": 1}, "replay_capacity"),
+        ("drqn", {"burn_in": -1}, "burn_in"),
+        ("drqn", {"unroll_length": 0}, "unroll_length"),
+    ],
+)
+def test_agent_specific_bad_input_is_rejected_before_any_work(tmp_path, key, overrides, message):
+    agent = AGENTS[key]
+    train = importlib.import_module(f"deep_rl_zoo.{key}.train")
+    package = SimpleNamespace(agent=agent, config_cls=getattr(train, agent.config_class))
+    with pytest.raises(ConfigError, match=message):
+        train.main(tiny_classic_config(package, tmp_path, **overrides))
     assert not os.path.exists(tmp_path / "checkpoints") and not os.path.exists(tmp_path / "runs")
