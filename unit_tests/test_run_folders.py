@@ -57,6 +57,8 @@ def test_latest_is_the_highest_iteration_of_the_run_written_last(tmp_path):
     assert find(str(root), "DQN", "CartPole-v1", tag=None) == tagged  # any tag: the newest of all
     assert find(str(root), "DQN", "CartPole-v1", tag="LR2") is None
     assert find(str(root), "DQN", "Acrobot-v1") is None
+    _age(old, 0)  # the first run resumed: it is the newest now, whatever order the folders list in
+    assert find(str(root), "DQN", "CartPole-v1", tag="") == old
 
 
 def test_checkpoints_of_the_older_flat_layout_are_still_found(tmp_path):
