@@ -48,3 +48,23 @@ def test_gitignore_covers_a_venv_link_as_well_as_a_folder(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     result = subprocess.run(["git", "check-ignore", "-q", ".venv"], cwd=tmp_path, check=False)
     assert result.returncode == 0, ".gitignore must ignore a link named .venv, not only a folder"
+
+
+def _requirement_lines(path: pathlib.Path) -> list[str]:
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("-")]
+
+
+def test_requirements_files_and_pyproject_name_the_same_dependencies():
+    # Users install with pip from pyproject.toml, make installs from the requirements files: the two must agree.
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert _requirement_lines(REPO / "requirements.txt") == project["dependencies"]
+    assert _requirement_lines(REPO / "requirements-dev.txt") == project["optional-dependencies"]["dev"]
+
+
+def test_constraints_pin_exact_versions_and_leave_torch_to_the_makefile():
+    pins = _requirement_lines(REPO / "constraints.txt")
+    assert pins and all("==" in pin for pin in pins)
+    names = {pin.split("==")[0].lower() for pin in pins}
+    assert "torch" not in names and not any(name.startswith("nvidia") for name in names)
