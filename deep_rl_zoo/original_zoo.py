@@ -148,6 +148,7 @@ FLAGS: dict[str, Legacy] = {
     ),
     "normalize_weights": _ignore("importance weights are always divided by their maximum here", is_bool=True),
     "compress_state": _ignore(_NOT_NEEDED, is_bool=True),
+    "obscure_epsilon": _rename("obscure_probability"),  # DRQN's partially observed CartPole
     "huber_param": _rename("huber_delta"),
     "tau_latent_dim": _rename("tau_embedding_size"),
     "tau_embed_size": _rename("tau_embedding_size"),
@@ -201,14 +202,13 @@ def translate_argv(argv: Sequence[str], context: Context) -> list[str]:
             if index >= len(args):
                 raise ConfigError(f"--{legacy_name} needs a value")
             value, index = args[index], index + 1
+            arg = f"{arg} {value}"
         try:
             new = legacy.translate(value, context)
         except ConfigError as e:
             raise ConfigError(f"--{legacy_name} (a flag of the original Deep RL Zoo): {e}") from None
         if new:
-            print(
-                f"note: --{legacy_name} of the original Deep RL Zoo is {' '.join(new)} here", file=sys.stderr
-            )
+            print(f"note: {arg} (original Deep RL Zoo) is {' '.join(new)} here", file=sys.stderr)
         out.extend(new)
     return out
 

@@ -73,6 +73,65 @@ def test_our_own_flags_and_unknown_flags_pass_through_untouched():
     ]
 
 
+def _context_of(package: str, evaluation: bool = False) -> original_zoo.Context:
+    """The real flags of `deep_rl_zoo.<package>.run_classic` (or its eval_agent)."""
+    import dataclasses
+    import importlib
+
+    from deep_rl_zoo.config import ATARI_FIELDS, EvalConfig
+
+    if evaluation:
+        fields = dataclasses.fields(EvalConfig)
+    else:
+        module = importlib.import_module(f"deep_rl_zoo.{package}.train")
+        (config_cls,) = [
+            c for c in vars(module).values()
+            if dataclasses.is_dataclass(c) and isinstance(c, type) and c.__module__ == module.__name__
+        ]  # fmt: skip
+        fields = [f for f in dataclasses.fields(config_cls) if f.name not in ATARI_FIELDS]
+    script = f"deep_rl_zoo.{package}.{'eval_agent' if evaluation else 'run_classic'}"
+    return original_zoo.Context(script, {f.name: f.default for f in fields}, False, evaluation)
+
+
+_ALL_AGENTS = [
+    "dqn", "double_dqn", "prioritized_dqn", "c51_dqn", "qr_dqn", "iqn", "rainbow", "drqn",
+    "reinforce", "reinforce_baseline", "actor_critic", "a2c", "ppo", "impala", "sac",
+]  # fmt: skip
+_REPLAY_Q_AGENTS = ["dqn", "double_dqn", "prioritized_dqn", "c51_dqn", "qr_dqn", "iqn", "rainbow", "drqn"]
+
+
+@pytest.mark.parametrize("package", _ALL_AGENTS)
+def test_the_original_common_training_flags_become_flags_every_script_has(package):
+    context = _context_of(package)
+    original = [
+        "--num_train_frames=100",
+        "--num_eval_frames=50",
+        "--notensorboard",
+        "--debug_screenshots_frequency=3",
+    ]
+    if context.flags.get("max_grad_norm"):
+        original.append("--clip_grad")
+    if package in _REPLAY_Q_AGENTS:
+        original += ["--learn_frequency=2", "--target_network_update_frequency=100"]
+    if package in _REPLAY_Q_AGENTS and package != "rainbow":  # noisy nets explore without epsilon
+        original.append("--exploration_epsilon_decay_step=9")
+    translated = _translate(*original, context=context)
+    assert {arg[2:].split("=")[0] for arg in translated} <= set(context.flags)
+    assert "--num_train_steps=100" in translated and "--use_tensorboard=false" in translated
+
+
+def test_the_original_eval_flags_become_eval_agent_flags():
+    context = _context_of("dqn", evaluation=True)
+    translated = _translate(
+        "--num_iterations=2",
+        "--num_eval_frames=100",
+        "--tensorboard",
+        "--checkpoint_path=a.ckpt",
+        context=context,
+    )
+    assert translated == ["--num_iterations=2", "--num_eval_steps=100", "--load_checkpoint_file=a.ckpt"]
+
+
 def _run(*args, cwd):
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd, timeout=180)
 
@@ -136,7 +195,7 @@ def test_the_original_readme_impala_sweep_command_runs(tmp_path):
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert "note: --use_lstm of the original Deep RL Zoo is --lstm_size=64 here" in result.stderr
+    assert "note: --use_lstm (original Deep RL Zoo) is --lstm_size=64 here" in result.stderr
     folder = tmp_path / "checkpoints" / "IMPALA_CartPole-v1_LSTM-LR0.00045"
     assert (folder / "IMPALA_CartPole-v1_0.ckpt").is_file()
     assert (tmp_path / "runs" / "IMPALA_CartPole-v1_LSTM-LR0.00045").is_dir()
