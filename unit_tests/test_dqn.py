@@ -63,7 +63,7 @@ def test_eval_agent_without_checkpoint_says_it_plays_random_weights_on_atari(tmp
 def test_resume_restores_the_exact_agent_state(tmp_path):
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
     payload = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"), "DQN", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"), "DQN", "CartPole-v1"
     )
     config = tiny_classic_config(tmp_path)
     from deep_rl_zoo import run_support
@@ -137,12 +137,14 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
     assert not os.path.exists(tmp_path / "runs")
 
 
-def test_a_fresh_run_never_overwrites_existing_checkpoints(tmp_path):
+def test_a_second_run_gets_its_own_folders_and_never_touches_the_first(tmp_path):
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
-    before = (tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt").read_bytes()
-    with pytest.raises(ConfigError, match="pass --resume"):
-        train.main(tiny_classic_config(tmp_path, num_iterations=1, seed=7))
-    assert (tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt").read_bytes() == before
+    first = tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"
+    before = first.read_bytes()
+    train.main(tiny_classic_config(tmp_path, num_iterations=1, seed=7))
+    assert first.read_bytes() == before
+    assert (tmp_path / "checkpoints" / "DQN_CartPole-v1-2" / "DQN_CartPole-v1_0.ckpt").is_file()
+    assert sorted(os.listdir(tmp_path / "runs")) == ["DQN_CartPole-v1", "DQN_CartPole-v1-2"]
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path):
@@ -161,7 +163,7 @@ def test_missing_truncated_and_foreign_checkpoints_are_refused(tmp_path):
         _eval(tmp_path, tmp_path / "missing.ckpt")
 
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
-    good = tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"
+    good = tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"
     truncated = tmp_path / "truncated.ckpt"
     truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     with pytest.raises(CheckpointError, match="truncated"):
@@ -222,7 +224,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_written_checkpoints(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    first = tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"
+    first = tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"
     deadline = time.time() + 90
     while not first.exists() and time.time() < deadline:
         time.sleep(0.2)
@@ -231,8 +233,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_written_checkpoints(tmp_path):
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130
     assert "interrupted" in stderr
-    for name in os.listdir(tmp_path / "checkpoints"):
-        path = tmp_path / "checkpoints" / name
+    for name in os.listdir(first.parent):
+        path = first.parent / name
         assert not name.startswith(".tmp")
         checkpoint.load_checkpoint(str(path), "DQN", "CartPole-v1")  # every file left is complete
 

@@ -106,7 +106,7 @@ def test_run_atari_smoke_and_the_pong_agent_of_the_acting_benchmark(tmp_path):
     env.close()
     state = train.main(config)
     assert state.train_env_steps == 60
-    assert os.path.isfile(tmp_path / "checkpoints" / "IQN_Pong_0.ckpt")
+    assert os.path.isfile(tmp_path / "checkpoints" / "IQN_Pong" / "IQN_Pong_0.ckpt")
 
 
 @pytest.mark.smoke
@@ -115,7 +115,7 @@ def test_resume_restores_the_fraction_generator(tmp_path):
     resumed = train.main(tiny_classic_config(tmp_path, num_iterations=2, resume=True))
     assert resumed.train_env_steps == 600
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "IQN_CartPole-v1_0.ckpt"), "IQN", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "IQN_CartPole-v1" / "IQN_CartPole-v1_0.ckpt"), "IQN", "CartPole-v1"
     )
     config = tiny_classic_config(tmp_path)
     agents = train.build_agents(

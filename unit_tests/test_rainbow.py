@@ -47,12 +47,16 @@ def read_csv(path) -> list[dict]:
 def test_resume_continues_where_the_run_stopped(tmp_path):
     first = train.main(tiny_classic_config(tmp_path, num_iterations=2))
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"{NAME}_CartPole-v1_1.ckpt"), NAME, "CartPole-v1"
+        str(tmp_path / "checkpoints" / f"{NAME}_CartPole-v1" / f"{NAME}_CartPole-v1_1.ckpt"),
+        NAME,
+        "CartPole-v1",
     )
     resumed = train.main(tiny_classic_config(tmp_path, num_iterations=3, resume=True))
     assert resumed.run_dir == first.run_dir and resumed.train_env_steps == 900
     final = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"{NAME}_CartPole-v1_2.ckpt"), NAME, "CartPole-v1"
+        str(tmp_path / "checkpoints" / f"{NAME}_CartPole-v1" / f"{NAME}_CartPole-v1_2.ckpt"),
+        NAME,
+        "CartPole-v1",
     )
     assert final["agent"]["env_steps"] == saved["agent"]["env_steps"] + 300
     assert final["agent"]["learner_steps"] > saved["agent"]["learner_steps"]
