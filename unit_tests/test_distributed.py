@@ -1,5 +1,6 @@
 """The distributed loop: shared parameters, actor processes, faults, iteration boundaries, Ctrl-C."""
 
+import csv
 import functools
 import multiprocessing
 import os
@@ -15,6 +16,10 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import gym_env, main_loop, trackers
+from deep_rl_zoo.errors import ActorError, ZooError
+from deep_rl_zoo.runtime.interface import ActorMessage, ActorRestart
+from deep_rl_zoo.runtime.local import LocalActorRuntime, SharedParameters
+from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
 
 # ----------------------------------------------------------------------------------------------------
 # A fake algorithm: actors act at random on CartPole and send (parameter version, env steps) unrolls.
@@ -60,9 +65,18 @@ class _CountingActor:
 
 
 def _build_fake_actor(
-    unroll_length, synchronous, failing_actor, fail_after, failure, max_sleep_s, actor_index, device, link
+    unroll_length,
+    synchronous,
+    failing_actor,
+    fail_after,
+    failure,
+    max_sleep_s,
+    actor_index,
+    seed,
+    device,
+    link,
 ):
-    env = gym_env.create_classic_environment("CartPole-v1", seed=actor_index)
+    env = gym_env.create_classic_environment("CartPole-v1", seed=seed)
     actor = _CountingActor(
         link,
         unroll_length,
@@ -79,6 +93,7 @@ class _FakeLearner:
     """Checks that every payload of a synchronous step was collected with the published parameters."""
 
     agent_name = "FAKE"
+    on_policy = False  # the learner counts stale payloads itself: the loop must not drop them
 
     def __init__(self, num_actors: int, synchronous: bool):
         self.messages_per_step = num_actors
@@ -113,16 +128,16 @@ class _FakeLearner:
 
 
 def _make_pool(num_actors, learner, unroll_length=5, synchronous=True, failing_actor=-1, fail_after=-1,
-               failure="raise", max_sleep_s=0.0):  # fmt: skip
+               failure="raise", max_sleep_s=0.0, max_actor_restarts=0):  # fmt: skip
     build = functools.partial(
         _build_fake_actor, unroll_length, synchronous, failing_actor, fail_after, failure, max_sleep_s
     )
-    return main_loop.ActorPool(
+    return LocalActorRuntime(
         learner.shared_module,
         build,
         seeds=list(range(num_actors)),
         devices=[torch.device("cpu")] * num_actors,
-        queue_size=2 * num_actors,
+        max_actor_restarts=max_actor_restarts,
     )
 
 
@@ -143,12 +158,12 @@ def _run(tmp_path, learner, pool, num_iterations, num_train_steps):
     env = gym_env.create_classic_environment("CartPole-v1", seed=99)
     try:
         with pool:
-            return main_loop.run_distributed_training_iterations(
+            return run_distributed_training_iterations(
                 num_iterations=num_iterations,
                 num_train_steps=num_train_steps,
                 num_eval_steps=20,
                 learner=learner,
-                actor_pool=pool,
+                runtime=pool,
                 eval_agent=_RandomAgent(),
                 eval_env=env,
                 seed=0,
@@ -162,7 +177,7 @@ def _run(tmp_path, learner, pool, num_iterations, num_train_steps):
 
 
 def _assert_all_children_gone(pool):
-    pids = [p.pid for p in pool._processes if p.pid is not None]
+    pids = pool.started_pids
     assert pids, "the pool never started its actors"
     assert multiprocessing.active_children() == []
     for pid in pids:
@@ -177,7 +192,7 @@ def _assert_all_children_gone(pool):
 def test_shared_parameters_copy_values_and_count_versions():
     context = torch.multiprocessing.get_context("spawn")
     learner_module = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))  # float32 params, int64 buffer
-    shared = main_loop.SharedParameters(learner_module, context)
+    shared = SharedParameters(learner_module, context)
     assert shared.version == 0
     with torch.no_grad():
         learner_module[0].weight.fill_(2.0)
@@ -197,7 +212,7 @@ def test_shared_parameters_copy_values_and_count_versions():
 
 
 def test_shared_parameters_reject_another_architecture():
-    shared = main_loop.SharedParameters(nn.Linear(3, 2), torch.multiprocessing.get_context("spawn"))
+    shared = SharedParameters(nn.Linear(3, 2), torch.multiprocessing.get_context("spawn"))
     with pytest.raises(ValueError, match="architecture"):
         shared.publish(nn.Linear(4, 2))
 
@@ -248,15 +263,15 @@ def test_actor_failure_stops_the_run_naming_the_actor(tmp_path, failure, message
     learner = _FakeLearner(num_actors=3, synchronous=True)
     pool = _make_pool(3, learner, unroll_length=5, failing_actor=1, fail_after=12, failure=failure)
     start = time.perf_counter()
-    with pytest.raises(main_loop.ActorError, match=message):
+    with pytest.raises(ActorError, match=message):
         _run(tmp_path, learner, pool, num_iterations=1000, num_train_steps=1000)
     assert time.perf_counter() - start < 30  # noticed within seconds, not at the end of the run
     _assert_all_children_gone(pool)
 
 
 def test_actor_error_ends_a_script_with_a_nonzero_exit_code():
-    assert issubclass(main_loop.ActorError, main_loop.ZooError)
-    assert main_loop.ActorError.exit_code != 0
+    assert issubclass(ActorError, ZooError)
+    assert ActorError.exit_code != 0
 
 
 _INTERRUPTIBLE_RUN = textwrap.dedent(
@@ -270,7 +285,7 @@ _INTERRUPTIBLE_RUN = textwrap.dedent(
         learner = t._FakeLearner(num_actors=2, synchronous=True)
         pool = t._make_pool(2, learner, unroll_length=5, max_sleep_s=0.002)
         with pool:
-            pathlib.Path(sys.argv[1]).write_text(" ".join(str(p.pid) for p in pool._processes))
+            pathlib.Path(sys.argv[1]).write_text(" ".join(str(p.pid) for p in pool.processes))
             while True:
                 pool.get()
                 learner.learn([{"version": learner.version, "steps": 0}])
@@ -360,3 +375,92 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+# ----------------------------------------------------------------------------------------------------
+# The loop against a scripted runtime (no processes): what reaches the learner, what is logged.
+
+
+class _ScriptedRuntime:
+    """An ActorRuntime that hands out the given messages in order; publishing bumps the version."""
+
+    num_actors = 2
+
+    def __init__(self, messages, restarts=()):
+        self._messages = list(messages)
+        self._restarts = list(restarts)
+        self.parameter_version = 1  # published once at construction
+
+    def publish(self, module):
+        self.parameter_version += 1
+        return self.parameter_version
+
+    def get(self):
+        return self._messages.pop(0)
+
+    def take_restarts(self):
+        restarts, self._restarts = self._restarts, []
+        return restarts
+
+
+class _RecordingLearner(_FakeLearner):
+    def __init__(self, on_policy):
+        super().__init__(num_actors=2, synchronous=True)
+        self.on_policy = on_policy
+        self.batches = []
+
+    def learn(self, payloads):
+        self.batches.append([(p["actor"], p["version"]) for p in payloads])
+        super().learn(payloads)
+
+
+def _message(actor, version, steps=5):
+    payload = {"actor": actor, "version": version, "steps": steps}
+    return ActorMessage(actor, version, payload, steps, [], {})
+
+
+def _run_scripted(tmp_path, learner, runtime, num_train_steps):
+    logger = trackers.RunLogger(
+        str(tmp_path), use_tensorboard=False, results_csv_path=str(tmp_path / "r.csv")
+    )
+    env = gym_env.create_classic_environment("CartPole-v1", seed=99)
+    try:
+        state = run_distributed_training_iterations(
+            num_iterations=1, num_train_steps=num_train_steps, num_eval_steps=5, learner=learner,
+            runtime=runtime, eval_agent=_RandomAgent(), eval_env=env, seed=0, logger=logger,
+            save_checkpoint=lambda iteration, state: "nowhere", loop_state=main_loop.LoopState(),
+            show_progress=False,
+        )  # fmt: skip
+    finally:
+        env.close()
+        logger.close()
+    with open(tmp_path / "r.csv") as f:
+        return state, next(csv.DictReader(f))
+
+
+def test_on_policy_learner_gets_only_data_of_the_newest_parameters_but_every_env_step_counts(
+    tmp_path, capsys
+):
+    # Step 1 at version 1: actors 0 and 1. Then actor 1 was replaced after sending its version-1 unroll,
+    # and its replacement sends again: that old unroll (version 1, the learner is at 2) is dropped.
+    restart = ActorRestart(1, "was killed by signal SIGKILL", restart_count=1, seed=7)
+    runtime = _ScriptedRuntime(
+        [_message(0, 1), _message(1, 1), _message(1, 1), _message(0, 2), _message(1, 2)], [restart]
+    )
+    learner = _RecordingLearner(on_policy=True)
+    state, row = _run_scripted(tmp_path, learner, runtime, num_train_steps=25)
+    assert learner.batches == [[(0, 1), (1, 1)], [(0, 2), (1, 2)]]
+    assert state.train_env_steps == 5 * 5  # the dropped unroll's 5 env steps happened: they count
+    assert "learner_mean_parameter_lag" not in row  # always 0 for an on-policy learner
+    assert "actor 1 was killed by signal SIGKILL; restarted it with seed 7 (restart 1 of this run)" in (
+        capsys.readouterr().out
+    )
+
+
+def test_off_policy_learner_gets_everything_and_the_loop_reports_the_lag(tmp_path):
+    runtime = _ScriptedRuntime([_message(0, 1), _message(1, 1), _message(0, 1), _message(1, 2)])
+    learner = _RecordingLearner(on_policy=False)
+    _, row = _run_scripted(tmp_path, learner, runtime, num_train_steps=20)
+    assert learner.batches == [[(0, 1), (1, 1)], [(0, 1), (1, 2)]]
+    # Second step, at version 2: lags (2 - 1) and (2 - 2): mean 0.5.
+    assert float(row["learner_mean_parameter_lag"]) == 0.5
