@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from deep_rl_zoo import gym_env, main_loop, trackers
+from deep_rl_zoo import errors, gym_env, main_loop, trackers
 from deep_rl_zoo.errors import ActorError, ZooError
 from deep_rl_zoo.runtime.interface import ActorMessage, ActorRestart
 from deep_rl_zoo.runtime.local import LocalActorRuntime, SharedParameters
@@ -276,13 +276,19 @@ def test_actor_error_ends_a_script_with_a_nonzero_exit_code():
 
 _INTERRUPTIBLE_RUN = textwrap.dedent(
     """
-    import os, sys, pathlib
+    import os, sys, pathlib, time
     from deep_rl_zoo.errors import exit_on_error
     from unit_tests import test_distributed as t
 
     @exit_on_error
     def main():
         learner = t._FakeLearner(num_actors=2, synchronous=True)
+        if len(sys.argv) > 2 and sys.argv[2] == "flooding":  # the learner stops reading: actors block mid-send
+            with t._flooding_runtime(2, max_actor_restarts=0) as pool:
+                pool.get()
+                pathlib.Path(sys.argv[1]).write_text(" ".join(str(p.pid) for p in pool.processes))
+                while True:
+                    time.sleep(1)
         pool = t._make_pool(2, learner, unroll_length=5, max_sleep_s=0.002)
         with pool:
             pathlib.Path(sys.argv[1]).write_text(" ".join(str(p.pid) for p in pool.processes))
@@ -338,12 +344,15 @@ def test_actors_on_gpu_without_a_gpu_keeps_actors_on_the_cpu_and_says_so_once(ca
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
-def test_actors_exit_when_the_learner_is_killed(tmp_path):
-    """SIGKILL leaves the learner no chance to stop its actors: they must notice by themselves."""
+@pytest.mark.parametrize("actors_blocked_on", ["waiting for parameters", "sending (learner not reading)"])
+def test_actors_exit_when_the_learner_is_killed(tmp_path, actors_blocked_on):
+    """SIGKILL leaves the learner no chance to stop its actors: they must notice by themselves, whatever
+    they are blocked on, and no process (actor or fork server) may be left."""
     pid_file = tmp_path / "pids"
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    mode = "flooding" if actors_blocked_on.startswith("sending") else "synchronous"
     process = subprocess.Popen(
-        [sys.executable, "-c", _INTERRUPTIBLE_RUN, str(pid_file)],
+        [sys.executable, "-c", _INTERRUPTIBLE_RUN, str(pid_file), mode],
         cwd=repo_root,
         stderr=subprocess.PIPE,
         text=True,
@@ -357,24 +366,24 @@ def test_actors_exit_when_the_learner_is_killed(tmp_path):
             time.sleep(0.1)
         time.sleep(1.0)
         actor_pids = list(map(int, pid_file.read_text().split()))
+        helper_pids = {_parent(pid) for pid in actor_pids} - {process.pid}  # the fork server
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
-        deadline = time.monotonic() + 20
+        killed = time.monotonic()
         while any(_running(pid) for pid in actor_pids):
-            assert time.monotonic() < deadline, f"actors {actor_pids} outlived the killed learner"
+            assert time.monotonic() - killed < 10, f"actors {actor_pids} outlived the killed learner by 10 s"
+            time.sleep(0.2)
+        while any(_running(pid) for pid in helper_pids):
+            assert time.monotonic() - killed < 20, f"fork server {helper_pids} outlived the killed learner"
             time.sleep(0.2)
     finally:
         if process.poll() is None:
             process.kill()
 
 
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's zombie is reaped by init, not by this test)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -464,3 +473,139 @@ def test_off_policy_learner_gets_everything_and_the_loop_reports_the_lag(tmp_pat
     assert learner.batches == [[(0, 1), (1, 1)], [(0, 1), (1, 2)]]
     # Second step, at version 2: lags (2 - 1) and (2 - 2): mean 0.5.
     assert float(row["learner_mean_parameter_lag"]) == 0.5
+
+
+# ----------------------------------------------------------------------------------------------------
+# Faults: actors killed at random moments (mid-send included), crash loops, a killed learner.
+
+_ATARI_UNROLL_SHAPE = (129, 4, 84, 84)  # T + 1 = 129 stacks of 4 frames of 84 x 84 bytes: 3.6 MB
+
+
+class _FloodingActor:
+    """Sends an Atari-sized unroll every 4 env steps without waiting; every byte of message k is k % 251,
+    so a message stitched from two actors' or two incarnations' bytes would be caught."""
+
+    agent_name = "FAKE"
+
+    def __init__(self, link):
+        self._link = link
+        self._frames = np.zeros(_ATARI_UNROLL_SHAPE, np.uint8)
+        self._count = 0
+        self._steps = 0
+
+    def step(self, timestep):
+        self._steps += 1
+        if self._steps % 4 == 0:
+            self._frames.fill(self._count % 251)
+            self._link.send({"count": self._count, "frames": self._frames})
+            self._count += 1
+            self._link.pull_parameters()
+        return 0
+
+    def reset(self):
+        pass
+
+
+def _build_flooding_actor(actor_index, seed, device, link):
+    return gym_env.create_classic_environment("CartPole-v1", seed=seed), _FloodingActor(link), nn.Linear(2, 1)
+
+
+def _flooding_runtime(num_actors, max_actor_restarts):
+    return LocalActorRuntime(
+        nn.Linear(2, 1),
+        _build_flooding_actor,
+        seeds=list(range(num_actors)),
+        devices=[torch.device("cpu")] * num_actors,
+        max_actor_restarts=max_actor_restarts,
+    )
+
+
+def _check_intact(message):
+    payload = message.payload
+    assert payload["frames"].shape == _ATARI_UNROLL_SHAPE
+    assert (payload["frames"] == payload["count"] % 251).all(), "a message was stitched from torn bytes"
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie is reaped by init, not by this test)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
+def test_actors_killed_at_random_moments_mid_send_included_are_replaced_and_the_run_goes_on():
+    rng = np.random.default_rng(0)
+    num_kills = 12
+    runtime = _flooding_runtime(num_actors=2, max_actor_restarts=num_kills)
+    with runtime:
+        for _ in range(2):  # both actors are up and sending
+            _check_intact(runtime.get())
+        for kill in range(num_kills):
+            if kill % 2 == 0:
+                # The learner stops reading for a moment: each actor fills its pipe and blocks half-way
+                # through a 3.6 MB message (the pipe holds at most 1 MiB). The kill tears that message.
+                time.sleep(0.3)
+            else:
+                for _ in range(int(rng.integers(0, 4))):  # a random point of the stream
+                    _check_intact(runtime.get())
+            victim = runtime.processes[int(rng.integers(2))]
+            os.kill(victim.pid, signal.SIGKILL)
+            start = time.monotonic()
+            restarts = []
+            while not restarts:  # the learner notices, drops the torn tail and starts a replacement
+                _check_intact(runtime.get())
+                restarts = runtime.take_restarts()
+                assert time.monotonic() - start < 30, "the learner did not notice the killed actor"
+            assert restarts[0].how == "was killed by signal SIGKILL" and restarts[0].restart_count == kill + 1
+        senders = set()
+        while senders != {0, 1}:  # both slots, replaced several times, still deliver intact messages
+            message = runtime.get()
+            _check_intact(message)
+            senders.add(message.actor_index)
+        assert runtime.torn_messages >= num_kills // 2
+    assert not any(_running(pid) for pid in runtime.started_pids)
+    assert len(runtime.started_pids) == 2 + num_kills
+
+
+def test_past_max_actor_restarts_the_run_stops_within_seconds_naming_the_actor():
+    runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
+    with pytest.raises(ActorError, match=r"actor 1 was killed by signal SIGKILL; no restarts left \(1 of"):
+        with runtime:
+            runtime.get()
+            for _ in range(2):
+                os.kill(runtime.processes[1].pid, signal.SIGKILL)
+                start = time.monotonic()
+                while not runtime.take_restarts():
+                    runtime.get()
+                    assert time.monotonic() - start < 30
+    assert not any(_running(pid) for pid in runtime.started_pids)
+
+
+def test_an_actor_that_keeps_failing_is_restarted_up_to_the_cap_then_the_run_stops(tmp_path, capsys):
+    learner = _FakeLearner(num_actors=3, synchronous=True)
+    # Actor 1 raises at its 12th env step in every incarnation: 2 restarts, then the error.
+    pool = _make_pool(3, learner, unroll_length=5, failing_actor=1, fail_after=12, max_actor_restarts=2)
+    with pytest.raises(ActorError, match=r"actor 1 failed: RuntimeError: boom .*2 of --max_actor_restarts=2"):
+        _run(tmp_path, learner, pool, num_iterations=1000, num_train_steps=1000)
+    out = capsys.readouterr().out
+    assert "actor 1 failed: RuntimeError: boom in the actor; restarted it with seed 100004 (restart 1" in out
+    assert "(restart 2 of this run)" in out
+    _assert_all_children_gone(pool)
+
+
+class _ExplodingLearner(_FakeLearner):
+    def learn(self, payloads):
+        super().learn(payloads)
+        if self.learner_steps == 3:
+            raise errors.NonFiniteLossError(3, float("nan"))
+
+
+def test_an_exception_in_the_learner_stops_every_actor(tmp_path):
+    learner = _ExplodingLearner(num_actors=2, synchronous=False)
+    pool = _make_pool(2, learner, unroll_length=3, synchronous=False)
+    with pytest.raises(errors.NonFiniteLossError):
+        _run(tmp_path, learner, pool, num_iterations=10, num_train_steps=100)
+    _assert_all_children_gone(pool)

@@ -314,6 +314,7 @@ class LocalActorRuntime:
         self._restart_count = 0
         self._closed = False
         self.started_pids: list[int] = []  # every actor process ever started (tests, diagnostics)
+        self.torn_messages = 0  # messages cut off by their actor's death, dropped (tests, diagnostics)
 
     # --- starting actors ---
 
@@ -439,6 +440,7 @@ class LocalActorRuntime:
         slot = self._slots[index]
         slot.process.join(timeout=WAIT_SLICE_S)
         self._read(index)  # messages it finished before dying are good data; a torn tail is dropped
+        self.torn_messages += int(slot.reader.torn_bytes > 0)
         if slot.failure is not None:
             print(f"actor {index} failed:\n{slot.failure.traceback}", file=sys.stderr)
             how = f"failed: {slot.failure.error}"
