@@ -4,6 +4,7 @@ import csv
 import functools
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -609,3 +610,75 @@ def test_an_exception_in_the_learner_stops_every_actor(tmp_path):
     with pytest.raises(errors.NonFiniteLossError):
         _run(tmp_path, learner, pool, num_iterations=10, num_train_steps=100)
     _assert_all_children_gone(pool)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The run scripts, as a user runs them: an actor killed mid-run.
+
+
+def _actor_pids(learner_pid: int) -> list[int]:
+    """The learner's grandchildren: actors are forked by the fork server, the learner's child."""
+    return [a for child in _direct_children(learner_pid) for a in _direct_children(child)]
+
+
+def _direct_children(pid: int) -> list[int]:
+    result = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if _parent(int(entry)) == pid:
+                    result.append(int(entry))
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return result
+
+
+@pytest.mark.smoke
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process trees from /proc")
+@pytest.mark.parametrize(
+    ("agent", "max_actor_restarts", "flags"),
+    [("ppo", 0, ["--minibatch_size=32"]), ("impala", 10, [])],
+    ids=["ppo-no-restarts", "impala-restarts"],
+)
+def test_a_run_script_survives_a_killed_actor_or_stops_naming_it(tmp_path, agent, max_actor_restarts, flags):
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    checkpoints = tmp_path / "checkpoints"
+    num_iterations = 3
+    process = subprocess.Popen(
+        [sys.executable, "-m", f"deep_rl_zoo.{agent}.run_classic", "--num_actors=2", "--unroll_length=16",
+         f"--num_iterations={num_iterations}", "--num_train_steps=1000", "--num_eval_steps=100",
+         f"--max_actor_restarts={max_actor_restarts}", f"--checkpoint_dir={checkpoints}",
+         f"--runs_dir={tmp_path / 'runs'}", "--nouse_tensorboard", "--noshow_progress", "--nostop_when_solved",
+         "--seed=3", *flags],
+        cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (checkpoints.exists() and os.listdir(checkpoints)):  # the first iteration is saved
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.1)
+        actors = _actor_pids(process.pid)
+        assert len(actors) == 2, actors
+        all_pids = actors + _direct_children(process.pid)
+        os.kill(actors[1], signal.SIGKILL)
+        killed = time.monotonic()
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    if max_actor_restarts == 0:
+        assert time.monotonic() - killed < 30
+        assert process.returncode == 4, stderr
+        assert re.search(r"error: actor \d was killed by signal SIGKILL; no restarts left", stderr), stderr
+        assert os.listdir(checkpoints), "the checkpoints written before the failure are kept"
+    else:
+        assert process.returncode == 0, stderr
+        assert re.search(
+            r"actor \d was killed by signal SIGKILL; restarted it with seed \d+ \(restart 1", stdout
+        )
+        assert sorted(os.listdir(checkpoints))[-1].endswith(f"_{num_iterations - 1}.ckpt")
+    deadline = time.monotonic() + 20
+    while any(_running(pid) for pid in all_pids):
+        assert time.monotonic() < deadline, "a process of the run outlived it"
+        time.sleep(0.2)
