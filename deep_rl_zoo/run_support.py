@@ -19,9 +19,10 @@ import torch
 from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers
 from deep_rl_zoo.config import EvalConfig, RunConfig, field
 from deep_rl_zoo.errors import ConfigError, require
-from deep_rl_zoo.runtime.interface import DistributedLearner, LearnerLink
+from deep_rl_zoo.runtime.interface import ActorRuntime, DistributedLearner, LearnerLink
 from deep_rl_zoo.runtime.local import LocalActorRuntime
 from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
+from deep_rl_zoo.runtime.ray_backend import RayActorRuntime, import_ray
 from deep_rl_zoo.types_ import Agent
 
 
@@ -132,6 +133,8 @@ def train(
     """
     environment_id = gym_env.resolve_environment_name(config.environment_name)
     device = resolve_device(config.device)
+    if config.backend == "ray":
+        import_ray()  # a one-line error before any work if the extra is not installed
     seed_everything(config.seed, config.num_threads)
 
     resume_payload = load_resume_checkpoint(config, agent_name, environment_id)
@@ -326,9 +329,25 @@ class DistributedConfig(RunConfig):
         "death stops the run with an error naming the actor. 0: any actor's death stops the run.",
     )
 
+    backend: str = field(
+        "local",
+        "Where the actors run. local: processes on this machine; ray: Ray actors anywhere in a Ray cluster "
+        "(an optional extra: pip install -e '.[ray]'). The learner stays in this process.",
+    )
+    ray_address: str = field(
+        "",
+        "With --backend=ray: empty starts a local Ray instance; auto or host:port joins a running cluster.",
+    )
+    ray_actor_resource: str = field(
+        "",
+        "With --backend=ray: a custom Ray resource each actor needs one unit of, which pins the actors to the "
+        "nodes started with it (ray start --resources='{\"NAME\": 8}').",
+    )
+
     def __post_init__(self):
         super().__post_init__()
         require(self.num_actors > 0, f"--num_actors must be positive, got {self.num_actors}")
+        require(self.backend in ("local", "ray"), f"--backend must be local or ray, got {self.backend!r}")
         require(
             self.max_actor_restarts >= 0, f"--max_actor_restarts must be >= 0, got {self.max_actor_restarts}"
         )
@@ -370,6 +389,29 @@ def _build_actor_process_side(
     return env, actor, module
 
 
+def make_runtime(
+    config: DistributedConfig, module: torch.nn.Module, build_actor: Callable, seeds: list[int]
+) -> ActorRuntime:
+    """The backend `--backend` names, with the run's restart cap."""
+    if config.backend == "ray":
+        return RayActorRuntime(
+            module,
+            build_actor,
+            seeds,
+            max_actor_restarts=config.max_actor_restarts,
+            address=config.ray_address,
+            actors_on_gpu=config.actors_on_gpu,
+            actor_resource=config.ray_actor_resource,
+        )
+    return LocalActorRuntime(
+        module,
+        build_actor,
+        seeds,
+        devices=actor_devices(config.num_actors, config.actors_on_gpu),
+        max_actor_restarts=config.max_actor_restarts,
+    )
+
+
 def train_distributed(
     config: DistributedConfig,
     agent_name: str,
@@ -389,6 +431,8 @@ def train_distributed(
     """
     environment_id = gym_env.resolve_environment_name(config.environment_name)
     device = resolve_device(config.device)
+    if config.backend == "ray":
+        import_ray()  # a one-line error before any work if the extra is not installed
     seed_everything(config.seed, config.num_threads)
 
     resume_payload = load_resume_checkpoint(config, agent_name, environment_id)
@@ -401,12 +445,11 @@ def train_distributed(
         logger = open_run_logger(config, agent_name, loop_state)
         save = checkpoint_saver(config, agent_name, environment_id, agents.learner)
         solved_return = solved_return_of(config, eval_env)
-        runtime = LocalActorRuntime(
+        runtime = make_runtime(
+            config,
             agents.learner.shared_module,
             functools.partial(_build_actor_process_side, config, build_actor),
             seeds=[actor_seed(config.seed, i, loop_state.next_iteration) for i in range(config.num_actors)],
-            devices=actor_devices(config.num_actors, config.actors_on_gpu),
-            max_actor_restarts=config.max_actor_restarts,
         )
         try:
             with runtime:
