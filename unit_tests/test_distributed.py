@@ -100,7 +100,7 @@ class _FakeLearner:
         self.messages_per_step = num_actors
         self._synchronous = synchronous
         self._module = nn.Linear(2, 1)
-        self.version = 1  # ActorPool publishes once at construction
+        self.version = 1  # the runtime publishes once at construction
         self.steps_received = 0
         self.learner_steps = 0
         self.stale_payloads = 0

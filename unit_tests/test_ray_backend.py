@@ -140,7 +140,17 @@ def test_two_node_ray_cluster_pins_actors_survives_a_killed_actor_and_learns_car
         if fields[0].endswith(":"):  # an entry: local and remote address are fields 1 and 2 (hex)
             for address in fields[1:3]:
                 host = address.split(":")[0]
-                assert host in ("0100007F", "00000000", "00000000000000000000000001000000", "0" * 32), line
+                assert host in _LOOPBACK_OR_ANY, line
+
+
+# /proc/net/tcp{,6} hex: 127.0.0.1, 0.0.0.0 (listening), ::1, ::, and ::ffff:127.0.0.1 (IPv4-mapped).
+_LOOPBACK_OR_ANY = (
+    "0100007F",
+    "00000000",
+    "00000000000000000000000001000000",
+    "0" * 32,
+    "0000000000000000FFFF00000100007F",
+)
 
 
 def _kill_everything_in(namespace: str | None) -> None:
