@@ -61,11 +61,15 @@ class _ActorBody:
         self.parameters: tuple[int, dict | None] = (0, None)
         self.stopped = False
         self._failure: tuple[str, str] | None = None
+        self._started = False
 
     def start(self, seed: int, version: int, state: dict) -> tuple[str, int]:
         """Starts acting with `seed` from the given parameters; returns (node id, process id)."""
         import ray
 
+        if self._started:  # a call that reached an incarnation the driver has just killed
+            raise RuntimeError("this actor incarnation is already acting")
+        self._started = True
         self.set_parameters(version, state)
         link = _RayLink(self._actor_index, self)
         threading.Thread(target=self._act, args=(seed, link), daemon=True).start()
@@ -281,7 +285,7 @@ class RayActorRuntime:
             try:
                 self._start(index)
                 break
-            except self._ray.exceptions.RayActorError:
+            except (self._ray.exceptions.RayActorError, self._ray.exceptions.RayTaskError):
                 if attempt == 59:
                     raise ActorError(f"actor {index} {how}; Ray could not restart it") from None
                 time.sleep(WAIT_SLICE_S)
