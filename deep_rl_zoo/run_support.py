@@ -349,6 +349,10 @@ class DistributedConfig(RunConfig):
         require(self.num_actors > 0, f"--num_actors must be positive, got {self.num_actors}")
         require(self.backend in ("local", "ray"), f"--backend must be local or ray, got {self.backend!r}")
         require(
+            self.backend == "ray" or not (self.ray_address or self.ray_actor_resource),
+            "--ray_address and --ray_actor_resource apply only with --backend=ray",
+        )
+        require(
             self.max_actor_restarts >= 0, f"--max_actor_restarts must be >= 0, got {self.max_actor_restarts}"
         )
         require(self.unroll_length > 0, f"--unroll_length must be positive, got {self.unroll_length}")

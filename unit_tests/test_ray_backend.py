@@ -29,9 +29,11 @@ def test_ray_backend_without_ray_is_a_one_line_config_error(tmp_path, monkeypatc
     assert not os.path.exists(tmp_path / "r")  # refused before any work
 
 
-def test_unknown_backend_is_a_config_error():
+def test_unknown_backend_or_ray_flags_without_ray_backend_are_config_errors():
     with pytest.raises(ConfigError, match="--backend must be local or ray"):
         train.PpoConfig(backend="slurm")
+    with pytest.raises(ConfigError, match="only with --backend=ray"):
+        train.PpoConfig(ray_address="auto")
 
 
 def _namespace_available() -> bool:
