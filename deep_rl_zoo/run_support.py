@@ -133,8 +133,6 @@ def train(
     """
     environment_id = gym_env.resolve_environment_name(config.environment_name)
     device = resolve_device(config.device)
-    if config.backend == "ray":
-        import_ray()  # a one-line error before any work if the extra is not installed
     seed_everything(config.seed, config.num_threads)
 
     resume_payload = load_resume_checkpoint(config, agent_name, environment_id)
