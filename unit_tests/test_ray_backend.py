@@ -76,33 +76,37 @@ _DRIVER = textwrap.dedent(
 )
 
 
-@pytest.mark.learning
-@pytest.mark.skipif(not HAS_RAY, reason="Ray is an optional extra: pip install -e '.[ray]'")
-@pytest.mark.skipif(not _namespace_available(), reason="needs unshare -n (a private network namespace)")
-def test_two_node_ray_cluster_pins_actors_survives_a_killed_actor_and_learns_cartpole(tmp_path):
-    import json
-
+def _run_on_a_two_node_cluster(tmp_path, driver: str, env: dict | None = None) -> str:
+    """Starts a head node and a second node offering the custom resource `actor_node`, inside a fresh
+    network namespace with only loopback up, runs the bash `driver` (which sees $ADDRESS) there, checks
+    that every TCP socket of the namespace was on loopback, and stops every process of the namespace.
+    Returns the output; fails the test if the driver failed."""
     ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
     port = 6390
     ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    result_path = tmp_path / "result.json"
-    script = textwrap.dedent(
-        f"""
+    script = (
+        textwrap.dedent(
+            f"""
         set -e
         ip link set lo up
-        export RAY_USAGE_STATS_ENABLED=0 PYTHONPATH={REPO_ROOT}
+        export RAY_USAGE_STATS_ENABLED=0 PYTHONPATH={REPO_ROOT} ADDRESS=127.0.0.1:{port}
         {ray} start --head --port={port} --node-ip-address=127.0.0.1 --num-cpus=1 \\
             --include-dashboard=false --disable-usage-stats --temp-dir={ray_dir} > {tmp_path}/head.log 2>&1
         {ray} start --address=127.0.0.1:{port} --node-ip-address=127.0.0.1 --num-cpus=4 \\
             --resources='{{"actor_node": 4}}' --disable-usage-stats > {tmp_path}/worker.log 2>&1
-        {sys.executable} -c "$DRIVER" 127.0.0.1:{port} {tmp_path}/checkpoints {tmp_path}/runs {result_path}
+        """
+        )
+        + textwrap.dedent(driver)
+        + textwrap.dedent(
+            f"""
         # Every TCP socket of the namespace (the nodes, the driver, the actors): loopback only.
         cat /proc/net/tcp /proc/net/tcp6 > {tmp_path}/sockets
         """
+        )
     )
     process = subprocess.Popen(
         ["unshare", "-n", "bash", "-c", script],
-        env={**os.environ, "DRIVER": _DRIVER},
+        env={**os.environ, **(env or {})},
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -130,6 +134,31 @@ def test_two_node_ray_cluster_pins_actors_survives_a_killed_actor_and_learns_car
         p.read_text()[-2000:] for p in (tmp_path / "head.log", tmp_path / "worker.log") if p.exists()
     )
     assert process.returncode == 0, output[-5000:] + logs
+    for line in (tmp_path / "sockets").read_text().splitlines():
+        fields = line.split()
+        if fields[0].endswith(":"):  # an entry: local and remote address are fields 1 and 2 (hex)
+            for address in fields[1:3]:
+                assert address.split(":")[0] in _LOOPBACK_OR_ANY, line
+    return output
+
+
+_NEEDS_RAY = pytest.mark.skipif(not HAS_RAY, reason="Ray is an optional extra: pip install -e '.[ray]'")
+_NEEDS_NAMESPACE = pytest.mark.skipif(
+    not _namespace_available(), reason="needs unshare -n (a private network namespace)"
+)
+
+
+@pytest.mark.learning
+@_NEEDS_RAY
+@_NEEDS_NAMESPACE
+def test_two_node_ray_cluster_pins_actors_survives_a_killed_actor_and_learns_cartpole(tmp_path):
+    import json
+
+    result_path = tmp_path / "result.json"
+    driver = f"""
+        {sys.executable} -c "$DRIVER" $ADDRESS {tmp_path}/checkpoints {tmp_path}/runs {result_path}
+        """
+    output = _run_on_a_two_node_cluster(tmp_path, driver, {"DRIVER": _DRIVER})
     result = json.loads(result_path.read_text())
     assert result["solved"], f"PPO on Ray did not reach 475 within 100k env steps ({result['steps']})"
     assert len(result["locations"]) == 4 + 1, "the killed actor was not restarted exactly once"
@@ -137,12 +166,30 @@ def test_two_node_ray_cluster_pins_actors_survives_a_killed_actor_and_learns_car
         "actors ran off the pinned node"
     )
     assert output.count("restarted it with seed") == 1, output[-3000:]
-    for line in (tmp_path / "sockets").read_text().splitlines():
-        fields = line.split()
-        if fields[0].endswith(":"):  # an entry: local and remote address are fields 1 and 2 (hex)
-            for address in fields[1:3]:
-                host = address.split(":")[0]
-                assert host in _LOOPBACK_OR_ANY, line
+
+
+@pytest.mark.smoke
+@_NEEDS_RAY
+@_NEEDS_NAMESPACE
+def test_impala_script_on_ray_survives_a_killed_ray_actor(tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    driver = f"""
+        {sys.executable} -m deep_rl_zoo.impala.run_classic --backend=ray --ray_address=$ADDRESS \\
+            --ray_actor_resource=actor_node --num_actors=2 --unroll_length=16 --num_iterations=4 \\
+            --num_train_steps=1000 --num_eval_steps=100 --checkpoint_dir={checkpoints} \\
+            --runs_dir={tmp_path}/runs --nouse_tensorboard --noshow_progress --nostop_when_solved \\
+            --noactors_on_gpu &
+        run=$!
+        until ls {checkpoints}/*.ckpt > /dev/null 2>&1; do kill -0 $run; sleep 0.2; done
+        namespace=$(readlink /proc/self/ns/net)
+        for pid in $(pgrep -f '^ray::_ActorBody' || true); do  # a Ray actor of this run (this namespace)
+            if [ "$(readlink /proc/$pid/ns/net)" = "$namespace" ]; then kill -9 $pid; break; fi
+        done
+        wait $run
+        """
+    output = _run_on_a_two_node_cluster(tmp_path, driver)
+    assert "restarted it with seed" in output, output[-3000:]
+    assert sorted(os.listdir(checkpoints))[-1] == "IMPALA_CartPole-v1_3.ckpt"
 
 
 # /proc/net/tcp{,6} hex: 127.0.0.1, 0.0.0.0 (listening), ::1, ::, and ::ffff:127.0.0.1 (IPv4-mapped).
