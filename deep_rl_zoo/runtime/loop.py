@@ -9,11 +9,10 @@ import numpy as np
 from tqdm import tqdm
 
 from deep_rl_zoo import trackers
-from deep_rl_zoo.main_loop import LoopState, finish_iteration, run_evaluation_phase
+from deep_rl_zoo.main_loop import LEARNER_LOG_INTERVAL, LoopState, finish_iteration, run_evaluation_phase
 from deep_rl_zoo.runtime.interface import ActorMessage, ActorRuntime, DistributedLearner
 from deep_rl_zoo.types_ import Agent
 
-LEARNER_STATISTICS_INTERVAL = 100  # learner steps between two writes of the learner's statistics
 MAX_LOGGED_ACTORS = 8  # actors whose own curves go to TensorBoard (actor_0/ ... actor_7/)
 
 
@@ -44,7 +43,7 @@ def run_distributed_training_iterations(
     only payloads of the newest parameters (others arise only after an actor restart, and are dropped).
     """
     eval_stats = trackers.PhaseStats()
-    learner_steps = 0
+    last_learner_log = loop_state.train_env_steps // LEARNER_LOG_INTERVAL
     loop_statistics: dict[str, float] = {}
     for iteration in range(loop_state.next_iteration, num_iterations):
         phase_start_steps = loop_state.train_env_steps
@@ -73,10 +72,11 @@ def run_distributed_training_iterations(
                     lags.append(lag)
                 learner.learn(payloads)
                 runtime.publish(learner.shared_module)
-                learner_steps += 1
                 if not learner.on_policy:
                     loop_statistics["mean_parameter_lag"] = float(np.mean(lags))  # updates behind
-                if learner_steps % LEARNER_STATISTICS_INTERVAL == 0:
+                # By env steps, not learner steps: a PPO step takes ~1k env steps, an IMPALA one ~32.
+                if loop_state.train_env_steps // LEARNER_LOG_INTERVAL > last_learner_log:
+                    last_learner_log = loop_state.train_env_steps // LEARNER_LOG_INTERVAL
                     logger.scalars(
                         "learner", {**learner.statistics, **loop_statistics}, loop_state.train_env_steps
                     )
