@@ -674,7 +674,7 @@ def test_a_run_script_survives_a_killed_actor_or_stops_naming_it(tmp_path, agent
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while not (checkpoints.exists() and os.listdir(checkpoints)):  # the first iteration is saved
+        while not list(checkpoints.rglob("*.ckpt")):  # the first iteration is saved
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "no checkpoint within 120 s"
             time.sleep(0.1)
@@ -691,13 +691,15 @@ def test_a_run_script_survives_a_killed_actor_or_stops_naming_it(tmp_path, agent
         assert time.monotonic() - killed < 30
         assert process.returncode == 4, stderr
         assert re.search(r"error: actor \d was killed by signal SIGKILL; no restarts left", stderr), stderr
-        assert os.listdir(checkpoints), "the checkpoints written before the failure are kept"
+        assert list(checkpoints.rglob("*_0.ckpt")), "the checkpoints written before the failure are kept"
     else:
         assert process.returncode == 0, stderr
         assert re.search(
             r"actor \d was killed by signal SIGKILL; restarted it with seed \d+ \(restart 1", stdout
         )
-        assert sorted(os.listdir(checkpoints))[-1].endswith(f"_{num_iterations - 1}.ckpt")
+        assert list(checkpoints.rglob(f"*_{num_iterations - 1}.ckpt")), (
+            "the run did not finish its iterations"
+        )
     deadline = time.monotonic() + 20
     while any(_running(pid) for pid in all_pids):
         assert time.monotonic() < deadline, "a process of the run outlived it"

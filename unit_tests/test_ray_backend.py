@@ -180,7 +180,7 @@ def test_impala_script_on_ray_survives_a_killed_ray_actor(tmp_path):
             --runs_dir={tmp_path}/runs --nouse_tensorboard --noshow_progress --nostop_when_solved \\
             --noactors_on_gpu &
         run=$!
-        until ls {checkpoints}/*.ckpt > /dev/null 2>&1; do kill -0 $run; sleep 0.2; done
+        until ls {checkpoints}/*/*_0.ckpt > /dev/null 2>&1; do kill -0 $run; sleep 0.2; done
         namespace=$(readlink /proc/self/ns/net)
         for pid in $(pgrep -f '^ray::_ActorBody' || true); do  # a Ray actor of this run (this namespace)
             if [ "$(readlink /proc/$pid/ns/net)" = "$namespace" ]; then kill -9 $pid; break; fi
@@ -189,7 +189,7 @@ def test_impala_script_on_ray_survives_a_killed_ray_actor(tmp_path):
         """
     output = _run_on_a_two_node_cluster(tmp_path, driver)
     assert "restarted it with seed" in output, output[-3000:]
-    assert sorted(os.listdir(checkpoints))[-1] == "IMPALA_CartPole-v1_3.ckpt"
+    assert list(checkpoints.rglob("IMPALA_CartPole-v1_3.ckpt")), "the run did not finish its 4 iterations"
 
 
 # /proc/net/tcp{,6} hex: 127.0.0.1, 0.0.0.0 (listening), ::1, ::, and ::ffff:127.0.0.1 (IPv4-mapped).
