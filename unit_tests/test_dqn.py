@@ -381,8 +381,9 @@ def test_dqn_learns_cartpole(tmp_path):
 
 @pytest.mark.smoke
 def test_debug_screenshots_save_the_terminal_frame_of_every_nth_episode(tmp_path):
-    train.main(tiny_classic_config(tmp_path, num_iterations=1, debug_screenshots_interval=2))
-    shots = sorted(os.listdir(tmp_path / "screenshots"))
+    state = train.main(tiny_classic_config(tmp_path, num_iterations=1, debug_screenshots_interval=2))
+    shots = sorted(os.listdir(os.path.join(state.run_dir, "screenshots")))  # with the run's logs
+    assert not os.path.exists(tmp_path / "screenshots")  # the top-level folder holds README pictures
     assert shots and all(name.endswith(".png") for name in shots)
     assert all(int(name.split("episode")[1][:-4]) % 2 == 0 for name in shots)
 

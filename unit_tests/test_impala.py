@@ -202,7 +202,8 @@ def test_continuous_env_is_a_config_error(tmp_path):
 @pytest.mark.smoke
 def test_run_classic_resume_then_eval_agent(tmp_path):
     state = train.main(_config(tmp_path, num_iterations=1, lstm_size=8))
-    assert state.next_iteration == 1 and state.train_env_steps >= 64
+    # The phase ends on the learner step (2 unrolls of 8 steps) nearest to 64 env steps: within 8 of it.
+    assert state.next_iteration == 1 and abs(state.train_env_steps - 64) <= 8
     saved = checkpoint.load_checkpoint(
         str(tmp_path / "checkpoints" / "IMPALA_CartPole-v1_0.ckpt"), "IMPALA", "CartPole-v1"
     )
