@@ -222,20 +222,24 @@ def group_runs(runs: Sequence[Run]) -> list[list[Run]]:
     return list(groups.values())
 
 
-def group_labels(groups: Sequence[Sequence[Run]]) -> list[str]:
-    """`DQN CartPole-v1`, plus the flags in which the groups differ (`learning_rate=0.00045`)."""
-    differing = set()
+def group_labels(groups: Sequence[Sequence[Run]], max_flags: int = 3) -> list[str]:
+    """`DQN CartPole-v1`, plus the flags in which it differs from the other groups of the same agent and
+    environment (`learning_rate=0.00045`); at most `max_flags` of them, then `...`."""
     keys = [dict(experiment_key(g[0])[1]) for g in groups]
-    for name in set().union(*keys) if keys else set():
-        if len({k.get(name) for k in keys}) > 1 and name != "environment_name":
-            differing.add(name)
+    titles = [
+        f"{g[0].agent_name} {k.get('environment_name', '')}".strip()
+        for g, k in zip(groups, keys, strict=True)
+    ]
     labels = []
-    for group, key in zip(groups, keys, strict=True):
-        label = group[0].agent_name
-        if key.get("environment_name"):
-            label += f" {key['environment_name']}"
-        flags = ", ".join(f"{name}={key.get(name, '-')}" for name in sorted(differing))
-        labels.append(f"{label} ({flags})" if flags else label)
+    for title, key in zip(titles, keys, strict=True):
+        siblings = [other for other, other_title in zip(keys, titles, strict=True) if other_title == title]
+        differing = sorted(
+            name for name in set().union(*siblings) if len({sibling.get(name) for sibling in siblings}) > 1
+        )
+        flags = [f"{name}={key.get(name, '-')}" for name in differing[:max_flags]]
+        if len(differing) > max_flags:
+            flags.append("...")
+        labels.append(f"{title} ({', '.join(flags)})" if flags else title)
     return labels
 
 
@@ -298,8 +302,8 @@ def build_panels(
 ) -> list[Panel]:
     """One panel per metric, one curve per group of seeds (or per run with `group=False`).
 
-    Series with more than one point per iteration (per-episode returns, learner statistics) are
-    smoothed by a moving average over `smooth` points before averaging; evaluation means are not.
+    Per-episode series (`train/episode_return`, ...) are smoothed by a moving average over `smooth`
+    episodes before averaging; means per iteration and learner statistics are drawn as logged.
     """
     groups = group_runs(runs) if group else [[run] for run in runs]
     labels = group_labels(groups) if group else [run.name for run in runs]
@@ -321,7 +325,7 @@ def build_panels(
                 s = Series(s.steps[finite], s.values[finite])
                 if len(s.steps) == 0:
                     continue
-                if _is_dense(run, name, smooth):
+                if _is_per_episode(name):
                     s = Series(s.steps, moving_average(s.values, smooth))
                 series.append(s)
                 names.append(run.name)
@@ -330,24 +334,20 @@ def build_panels(
             steps, mean, low, high, count = average_runs(series, band)
             runs_text = f", {len(series)} runs" if len(series) > 1 else ""
             curves.append(Curve(label + runs_text, names, steps, mean, low, high, count))
-        title = " / ".join(_title(name, smooth, runs) for name in sorted(used_names))
+        title = " / ".join(_title(name, smooth) for name in sorted(used_names))
         panels.append(Panel(metric, title, curves))
     return panels
 
 
-def _is_dense(run: Run, name: str, smooth: int) -> bool:
-    """More than one point per iteration: worth smoothing. Evaluation means are never smoothed."""
-    if name.startswith("eval/") or smooth <= 1:
-        return False
-    iterations = (
-        len(run.metrics["eval/mean_episode_return"].steps) if "eval/mean_episode_return" in run.metrics else 0
-    )
-    return len(run.metrics[name].steps) > max(iterations, 1) * 2
+def _is_per_episode(name: str) -> bool:
+    """One point per training episode (`train/episode_return`, `actor_3/episode_length`): noisy enough to
+    smooth. Means per iteration and learner statistics (a schedule such as epsilon would be bent) are not."""
+    return not name.startswith("eval/") and name.rsplit("/", 1)[-1] in ("episode_return", "episode_length")
 
 
-def _title(name: str, smooth: int, runs: Sequence[Run]) -> str:
+def _title(name: str, smooth: int) -> str:
     title = _TITLES.get(name, name)
-    if smooth > 1 and any(name in run.metrics and _is_dense(run, name, smooth) for run in runs):
+    if smooth > 1 and _is_per_episode(name):
         title += f", moving average of {smooth}"
     return title
 

@@ -117,16 +117,24 @@ def test_moving_average_by_hand():
     assert plot.moving_average(np.array([1.0, 2.0, 3.0]), 1).tolist() == [1.0, 2.0, 3.0]
 
 
-def test_group_labels_name_the_flags_that_differ():
-    def run(seed, learning_rate):
-        config = {"environment_name": "CartPole-v1", "seed": str(seed), "learning_rate": learning_rate}
-        return plot.Run("p", "n", "IMPALA", config, {})
+def test_group_labels_name_the_flags_that_differ_within_one_agent():
+    def run(agent, seed, learning_rate, **flags):
+        config = {
+            "environment_name": "CartPole-v1",
+            "seed": str(seed),
+            "learning_rate": learning_rate,
+            **flags,
+        }
+        return plot.Run("p", "n", agent, config, {})
 
-    groups = plot.group_runs([run(1, "0.001"), run(2, "0.001"), run(1, "0.00045")])
-    assert [len(g) for g in groups] == [2, 1]
+    runs = [run("IMPALA", 1, "0.001"), run("IMPALA", 2, "0.001"), run("IMPALA", 1, "0.00045")]
+    runs.append(run("PPO", 1, "0.001", num_epochs="10"))  # another agent: its name is enough
+    groups = plot.group_runs(runs)
+    assert [len(g) for g in groups] == [2, 1, 1]
     assert plot.group_labels(groups) == [
         "IMPALA CartPole-v1 (learning_rate=0.001)",
         "IMPALA CartPole-v1 (learning_rate=0.00045)",
+        "PPO CartPole-v1",
     ]
 
 
