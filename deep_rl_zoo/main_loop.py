@@ -34,9 +34,8 @@ from deep_rl_zoo.errors import ZooError
 from deep_rl_zoo.types_ import Agent, TimeStep
 
 LEARNER_LOG_INTERVAL = 1000  # env steps between two writes of the agent's statistics
-SOLVED_MIN_EPISODES = (
-    10  # whole evaluation episodes a "solved" verdict needs (fewer if the budget holds fewer)
-)
+# Whole evaluation episodes a "solved" verdict needs (fewer when the evaluation budget holds fewer).
+SOLVED_MIN_EPISODES = 10
 
 
 def run_env_loop(env: gym.Env, agent: Agent, seed: int | None = None) -> Iterator[tuple[TimeStep, object]]:
