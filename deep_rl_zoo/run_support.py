@@ -370,7 +370,9 @@ def evaluate(
         env.close()
     for index, episode_return in enumerate(returns):
         print(f"episode {index}: return {episode_return:.1f}")
-    print(f"mean return over {len(returns)} episodes: {np.mean(returns):.1f}")
+    print(
+        f"mean return over {len(returns)} episode{'' if len(returns) == 1 else 's'}: {np.mean(returns):.1f}"
+    )
     if video_dir:
         print(f"video of the first episode: {gym_env.video_path(video_dir, video_name)}")
     return returns

@@ -434,4 +434,4 @@ def test_cli_run_then_eval_exit_zero(tmp_path):
         timeout=300,
     )
     assert eval_run.returncode == 0, eval_run.stderr[-2000:]
-    assert "mean return over 1 episodes" in eval_run.stdout
+    assert "mean return over 1 episode:" in eval_run.stdout
