@@ -83,17 +83,13 @@ def _short_atari_names() -> dict[str, str]:
     return names
 
 
-_noted_renames: set[str] = set()  # names whose rename note this process already printed
-
-
 def _resolve(name: str, note_renames: bool) -> str:
     """`resolve_environment_name`, with the rename note optional (helpers resolve silently)."""
     if name in gym.registry:
         return name
     if name in _RENAMED_ENVIRONMENTS and _RENAMED_ENVIRONMENTS[name] in gym.registry:
         new_name = _RENAMED_ENVIRONMENTS[name]
-        if note_renames and name not in _noted_renames:
-            _noted_renames.add(name)
+        if note_renames:
             print(
                 f"note: gymnasium no longer has {name}; using {new_name}, its bug-fixed replacement",
                 file=sys.stderr,
@@ -124,9 +120,10 @@ def resolve_environment_name(name: str) -> str:
 
     * Registered ids are returned unchanged: `CartPole-v1`, `ALE/Breakout-v5`, `PongNoFrameskip-v4`.
     * Short Atari names (case-insensitive) become the no-frameskip v4 id: `Pong` -> `PongNoFrameskip-v4`.
-    * Ids gymnasium dropped for a bug-fixed version are mapped with a one-line note on stderr (once per
-      process and name): `LunarLander-v2` -> `LunarLander-v3` (likewise LunarLanderContinuous,
-      BipedalWalker[Hardcore], CarRacing).
+    * Ids gymnasium dropped for a bug-fixed version are mapped with a one-line note on stderr:
+      `LunarLander-v2` -> `LunarLander-v3` (likewise LunarLanderContinuous, BipedalWalker[Hardcore],
+      CarRacing). Only this function notes it: the factories and `is_atari` resolve silently, so a run
+      script (which calls it once) prints the note once.
 
     Args:
       name: an environment name as typed by the user.

@@ -50,6 +50,7 @@ NOT_EXPERIMENT_FLAGS = frozenset(
         "actors_on_gpu",
     }
 )
+MAX_RUNS_DRAWN = 5  # groups of up to this many runs also show each run as a thin line
 _TITLES = {
     "eval/mean_episode_return": "evaluation return (greedy, mean per iteration)",
     "train/episode_return": "training return (per episode)",
@@ -71,7 +72,7 @@ class Run(NamedTuple):
 
 
 class Curve(NamedTuple):
-    """One line of a panel: the mean over `num_runs` runs, and the band around it."""
+    """One line of a panel: the mean over the runs of a group, the band around it, and the runs."""
 
     label: str
     run_names: list[str]
@@ -80,6 +81,7 @@ class Curve(NamedTuple):
     low: np.ndarray  # [N] lower edge of the band (the mean itself for a single run)
     high: np.ndarray  # [N]
     count: np.ndarray  # [N] int, runs that have data at each step
+    runs: list[Series]  # each run's series as averaged (smoothed if per-episode)
 
 
 class Panel(NamedTuple):
@@ -333,7 +335,7 @@ def build_panels(
                 continue
             steps, mean, low, high, count = average_runs(series, band)
             runs_text = f", {len(series)} runs" if len(series) > 1 else ""
-            curves.append(Curve(label + runs_text, names, steps, mean, low, high, count))
+            curves.append(Curve(label + runs_text, names, steps, mean, low, high, count, series))
         title = " / ".join(_title(name, smooth) for name in sorted(used_names))
         panels.append(Panel(metric, title, curves))
     return panels
@@ -394,7 +396,10 @@ def draw(panels: Sequence[Panel], output: str, band: str, threshold: float | Non
                 axis.plot(curve.steps, np.where(partial, curve.mean, np.nan), color=color, ls="--", lw=1.2)
             if len(curve.run_names) > 1:
                 any_band = True
-                axis.fill_between(curve.steps, curve.low, curve.high, color=color, alpha=0.2, lw=0)
+                axis.fill_between(curve.steps, curve.low, curve.high, color=color, alpha=0.15, lw=0)
+                if len(curve.runs) <= MAX_RUNS_DRAWN:
+                    for run in curve.runs:  # thin: where each run went, and where it stopped
+                        axis.plot(run.steps, run.values, color=color, lw=0.6, alpha=0.5)
         if threshold is not None and panel.metric.endswith("episode_return"):
             axis.axhline(threshold, color="grey", ls=":", lw=1.2, label=f"solved: {threshold:g}")
         axis.set_title(panel.title, fontsize=10)
@@ -404,10 +409,12 @@ def draw(panels: Sequence[Panel], output: str, band: str, threshold: float | Non
     notes = []
     if any_band:
         notes.append(
-            "line: mean over runs; band: " + ("mean +- std" if band == "std" else "lowest to highest run")
+            "thick line: mean over runs; band: "
+            + ("mean +- std" if band == "std" else "lowest to highest run")
+            + f"; thin lines: single runs (groups of up to {MAX_RUNS_DRAWN})"
         )
     if any_partial:
-        notes.append("dashed: after some runs stopped")
+        notes.append("dashed: after some runs stopped (solved or ended)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     axes[0][0].legend(handles, labels, fontsize=8, loc="best")
     if notes:

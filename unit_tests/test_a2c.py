@@ -149,7 +149,7 @@ def test_run_atari_smoke(tmp_path, gradients_from_actors):
         }
     )
     state = (train.main_grad if gradients_from_actors else train.main)(config)
-    assert state.train_env_steps >= 10
+    assert abs(state.train_env_steps - 10) <= 5  # the learner-step boundary nearest 10 (steps of 2 x 5)
 
 
 @pytest.mark.learning

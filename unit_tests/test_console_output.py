@@ -200,12 +200,12 @@ def test_rendering_classic_frames_without_a_desktop_prints_nothing():
     assert "XDG_RUNTIME_DIR" not in result.stderr and "ALSA" not in result.stderr
 
 
-def test_the_rename_note_is_printed_once(capsys):
-    gym_env._noted_renames.clear()
-    for _ in range(3):
-        gym_env.resolve_environment_name("LunarLander-v2")
-    env = gym_env.create_classic_environment("LunarLander-v2", seed=0)
-    env.close()
+def test_the_rename_note_is_printed_once_per_run(capsys):
+    # What a run script does: resolve the name once, then build a training and an evaluation env.
+    gym_env.resolve_environment_name("LunarLander-v2")
+    assert not gym_env.is_atari("LunarLander-v2")
+    for seed in (0, 1):
+        gym_env.create_classic_environment("LunarLander-v2", seed=seed).close()
     assert capsys.readouterr().err.count("LunarLander-v3") == 1
 
 

@@ -245,7 +245,7 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
         }
     )
     state = train.main(config)
-    assert state.train_env_steps >= 16
+    assert abs(state.train_env_steps - 16) <= 8  # the learner-step boundary nearest 16 (steps of 2 x 8)
     assert os.path.isfile(tmp_path / "checkpoints" / "IMPALA_Pong_0.ckpt")
 
 

@@ -282,7 +282,7 @@ def test_run_atari_smoke(tmp_path):
         }
     )
     state = train.main(config)
-    assert state.train_env_steps >= 16
+    assert abs(state.train_env_steps - 16) <= 8  # the learner-step boundary nearest 16 (steps of 16)
     assert os.path.isfile(tmp_path / "checkpoints" / "PPO_Pong_0.ckpt")
 
 
