@@ -40,11 +40,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproj
 
 install: $(VENV)/.installed
 
-# Each demo gets its own checkpoint folder: a fresh run never overwrites earlier checkpoints.
+# Each run gets its own folders, runs/DQN_CartPole-v1[-N] and checkpoints/ the same: nothing is overwritten,
+# and `--resume` or `--load_checkpoint_file=latest|best` find the newest run.
 demo: install
-	dir=./checkpoints/demo-$$(date +%Y%m%d-%H%M%S) && \
-	$(PY) -m deep_rl_zoo.dqn.run_classic --environment_name=CartPole-v1 --checkpoint_dir=$$dir && \
-	$(PY) -m deep_rl_zoo.dqn.eval_agent --environment_name=CartPole-v1 --checkpoint_dir=$$dir --load_checkpoint_file=latest
+	$(PY) -m deep_rl_zoo.dqn.run_classic --environment_name=CartPole-v1 && \
+	$(PY) -m deep_rl_zoo.dqn.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=best
 
 test: install
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q

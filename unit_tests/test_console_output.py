@@ -1,5 +1,6 @@
 """What a run tells its user: honest numbers, no noise, and one-line guidance."""
 
+import glob
 import math
 import os
 import subprocess
@@ -215,7 +216,9 @@ def test_videos_are_named_by_run_and_never_replace_another(tmp_path, capsys):
     tiny = dict(num_iterations=1, num_train_steps=200, num_eval_steps=100, min_replay_size=50, batch_size=16)
     tiny.update(use_tensorboard=False, show_progress=False, stop_when_solved=False)
     dqn_train.main(dqn_train.DqnConfig(tag="wide", **common, **tiny))
-    checkpoint_file = str(tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt")
+    (checkpoint_file,) = glob.glob(
+        str(tmp_path / "checkpoints" / "**" / "DQN_CartPole-v1_0.ckpt"), recursive=True
+    )
     videos = str(tmp_path / "videos")
 
     def evaluate(load):
