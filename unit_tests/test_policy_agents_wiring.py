@@ -691,12 +691,13 @@ def test_ppo_termination_and_truncation_inside_the_batch():
     for end, target_0 in (("terminated", 1.0), ("truncated", 2.0)):
         network = TableActorCritic([[0.0, 0.0]] * 4, [1.0, 2.0, 4.0, 8.0])
         optimizer = RecordingSgd(network.parameters())
-        learner = _ppo(network, optimizer)
+        learner = _ppo(network, optimizer, minibatch_size=4)  # one minibatch of every transition learnt from
         flags = {end: [True, False, False]}
         learner.learn(
             [_unroll(0, [0, 1, 2, 3], [0, 0, 0], [1.0, 0.0, 1.0], valid=[True, False, True], **flags)]
         )
-        # 0.25 * (V - target) / 2
+        # 0.25 * (V - target) / 2, over the 2 valid transitions
+        assert len(optimizer.steps) == 1
         expected = torch.tensor([(1.0 - target_0) / 8, 0.0, (4.0 - 5.0) / 8, 0.0])
         torch.testing.assert_close(optimizer.grad(network.values), expected, msg=end)
 
