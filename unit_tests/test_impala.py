@@ -277,8 +277,8 @@ def test_impala_learns_cartpole(tmp_path):
         unroll_length=train.ImpalaConfig.unroll_length,
         batch_size=train.ImpalaConfig.batch_size,
     )
-    train.main(config)
-    with open(tmp_path / "runs" / "IMPALA_CartPole-v1" / "results.csv") as f:
+    state = train.main(config)
+    with open(os.path.join(state.run_dir, "results.csv")) as f:
         last_eval = float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
     # A uniformly random policy scores about 22; 150 is clearly learned (475 is reached near 100k steps).
     assert last_eval >= 150, (

@@ -289,8 +289,8 @@ def test_sac_learns_cartpole(tmp_path):
         min_replay_size=train.SacConfig.min_replay_size,
         batch_size=train.SacConfig.batch_size,
     )
-    train.main(config)
-    with open(tmp_path / "runs" / "SAC_CartPole-v1" / "results.csv") as f:
+    state = train.main(config)
+    with open(os.path.join(state.run_dir, "results.csv")) as f:
         last_eval = float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
     # A uniformly random policy scores about 22; 150 is clearly learned (475 is reached near 50k steps).
     assert last_eval >= 150, (
