@@ -291,11 +291,11 @@ TARGET_TABLE = [[4.0, 4.0], [1.0, 3.0]]
 ONLINE_TABLE = [[-1.0, 0.0], [5.0, 2.0]]
 
 
-def _one_transition(make, last_step):
+def _one_transition(make, last_step, episodes=1, **kwargs):
     network = TableQNetwork(TARGET_TABLE)
-    agent = make(network)
+    agent = make(network, **kwargs)
     set_online(network, table=ONLINE_TABLE)
-    actions = feed(agent, [first(0), last_step])
+    actions = feed(agent, [first(0), last_step] * episodes)
     assert actions[0] == 1  # greedy in s0
     assert agent.statistics["learner_steps"] == 1
     return agent, network
@@ -426,11 +426,11 @@ CATEGORICAL_TARGET = probs_to_logits([S0_LOGITS, [[0.0, 1.0, 0.0], [0.0, 0.0, 1.
 CATEGORICAL_ONLINE = probs_to_logits([S0_LOGITS, [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]]])
 
 
-def _categorical_transition(make, last_step, **kwargs):
+def _categorical_transition(make, last_step, episodes=1, **kwargs):
     network = TableCategoricalNetwork(CATEGORICAL_TARGET, ATOMS)
     agent = make(network, **kwargs)
     set_online(network, table=CATEGORICAL_ONLINE)
-    actions = feed(agent, [first(0), last_step])
+    actions = feed(agent, [first(0), last_step] * episodes)
     assert actions[0] == 0 and agent.statistics["learner_steps"] == 1
     return agent, network
 
@@ -494,11 +494,11 @@ def _quantiles(per_action):
     return torch.tensor(per_action, dtype=torch.float32).T
 
 
-def _qr_transition(last_step):
+def _qr_transition(last_step, episodes=1, **kwargs):
     network = TableQuantileNetwork(torch.stack([_quantiles([[9, 9], [9, 9]]), _quantiles([[1, 1], [0, 4]])]))
-    agent = make_qr_dqn(network)
+    agent = make_qr_dqn(network, **kwargs)
     set_online(network, table=torch.stack([_quantiles([[0, 2], [0, 0]]), _quantiles([[5, 5], [0, 0]])]))
-    actions = feed(agent, [first(0), last_step])
+    actions = feed(agent, [first(0), last_step] * episodes)
     assert actions[0] == 0 and agent.statistics["learner_steps"] == 1
     return agent, network
 
@@ -533,17 +533,17 @@ def test_qr_dqn_stops_the_bootstrap_at_a_termination_only():
 FIXED_TAUS = {2: [0.25, 0.75], 3: [0.6, 0.7, 0.8], 1: [0.25]}
 
 
-def _iqn_transition(monkeypatch, last_step):
+def _iqn_transition(monkeypatch, last_step, episodes=1, **kwargs):
     def fixed_taus(batch_size, num_taus, generator, device):
         return torch.tensor(FIXED_TAUS[num_taus]).expand(batch_size, num_taus).clone()
 
     monkeypatch.setattr(iqn_agent, "sample_taus", fixed_taus)
     network = LinearTauNetwork(base=[[0, 0], [1.5, 0]], slope=[[0, 0], [0, 4]])
-    agent = make_iqn(network, taus=(2, 3, 1))
+    agent = make_iqn(network, taus=(2, 3, 1), **kwargs)
     set_online(network, base=[[0, 0], [5, 0]], slope=[[2, 0], [0, 0]])
     calls = []
     network.register_forward_hook(lambda module, args, output: calls.append(args[1][0].tolist()))
-    actions = feed(agent, [first(0), last_step])
+    actions = feed(agent, [first(0), last_step] * episodes)
     assert actions[0] == 0 and agent.statistics["learner_steps"] == 1
     return agent, calls
 
@@ -698,6 +698,53 @@ def test_drqn_masks_the_transition_across_an_episode_start():
     expected = torch.tensor(online)
     expected[2, 1] -= 0.25 * 4  # d loss / d Q(o2, 1) = -td = 4; row 1 (the masked transition) stays
     torch.testing.assert_close(network.table.detach(), expected)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The loss is a mean over the batch, and the gradient is clipped when asked.
+
+
+@pytest.mark.parametrize(
+    "kind, loss",
+    [
+        ("dqn", 3.125),
+        ("double_dqn", 1.125),
+        ("c51", 2 * LOG2),
+        ("rainbow", 1.5 * LOG2),  # both weights are 1: two slots of priority 1
+        ("qr_dqn", 1.0),
+        ("iqn", 1.25),
+        ("drqn", 3.125),
+    ],
+)
+def test_the_loss_is_the_mean_over_the_batch(kind, loss, monkeypatch):
+    # The worked examples above, with the same transition stored twice (two identical episodes) and a
+    # batch of 2: the mean is the one example's loss; a sum would double it.
+    two = replay_lib.UniformReplay(2, rng=np.random.default_rng(1))
+    if kind in ("dqn", "double_dqn"):
+        agent, _ = _one_transition(BUILDERS[kind], mid(1, 1.0), episodes=2, replay=two, batch_size=2)
+    elif kind in ("c51", "rainbow"):
+        if kind == "rainbow":
+            two = replay_lib.PrioritizedReplay(2, 0.5, rng=np.random.default_rng(1))
+        agent, _ = _categorical_transition(BUILDERS[kind], mid(1, 1.0), episodes=2, replay=two, batch_size=2)
+    elif kind == "qr_dqn":
+        agent, _ = _qr_transition(mid(1, 1.0), episodes=2, replay=two, batch_size=2)
+    elif kind == "iqn":
+        agent, _ = _iqn_transition(monkeypatch, mid(1, 2.0), episodes=2, replay=two, batch_size=2)
+    else:  # the replay holds one window; a batch of 2 draws it twice
+        agent, _ = _drqn_window(observed(3, 0.0, 2.0), batch_size=2)
+    assert agent.statistics["loss"] == pytest.approx(loss)
+
+
+def test_dqn_clips_the_gradient_norm_it_is_given():
+    # The DQN example's only gradient is -2.5 on Q(s0, 1); clipped to norm 0.5, SGD (lr 0.5) adds 0.25.
+    _, network = _one_transition(make_dqn, mid(1, 1.0), max_grad_norm=0.5)
+    assert network.table[0, 1].item() == pytest.approx(0.25)
+
+
+def test_drqn_clips_the_gradient_norm_it_is_given():
+    # The DRQN example's only gradient is 2.5 on Q(o2, 1); clipped to norm 0.5, SGD (lr 0.2) takes 0.1.
+    _, network = _drqn_window(observed(3, 0.0, 2.0), max_grad_norm=0.5)
+    assert network.table[2, 1].item() == pytest.approx(1.9)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -57,6 +57,18 @@ def _shared(prefix: str, path: str) -> list[Mutant]:
     ]
 
 
+def _batch_sum(prefix: str, path: str, old: str = "loss = output.loss.mean()") -> list[Mutant]:
+    return [
+        Mutant(
+            f"{prefix}/batch-loss-summed",
+            path,
+            old,
+            old.replace(".mean()", ".sum()"),
+            "the batch's losses are summed: the step size grows with the batch size",
+        )
+    ]
+
+
 def _epsilon(prefix: str, path: str) -> list[Mutant]:
     return [
         Mutant(
@@ -100,6 +112,14 @@ MUTANTS = [
         "--huber_delta is ignored: always the Huber loss of delta 1",
     ),
     *_shared("dqn", DQN),
+    *_batch_sum("dqn", DQN, "output.loss.mean(),"),
+    Mutant(
+        "dqn/clip-flag-ignored",
+        DQN,
+        "            self._max_grad_norm,\n            self._learner_steps + 1,",
+        "            0.0,\n            self._learner_steps + 1,",
+        "--max_grad_norm is ignored: gradients are never clipped",
+    ),
     *_epsilon("dqn", DQN),
     Mutant(
         "dqn/learns-on-first-timestep",
@@ -138,6 +158,7 @@ MUTANTS = [
         "the prediction comes from the frozen network: no gradient reaches the online one",
     ),
     *_shared("double_dqn", DOUBLE),
+    *_batch_sum("double_dqn", DOUBLE),
     *_epsilon("double_dqn", DOUBLE),
     # ---------------------------------------------------------------- Prioritized DQN
     Mutant(
@@ -183,6 +204,7 @@ MUTANTS = [
         "DQN's max instead of the paper's Double DQN target",
     ),
     *_shared("prioritized_dqn", PER),
+    *_batch_sum("prioritized_dqn", PER, "* output.loss).mean()"),
     *_epsilon("prioritized_dqn", PER),
     # ---------------------------------------------------------------- DRQN
     Mutant(
@@ -242,6 +264,20 @@ MUTANTS = [
         "each transition is credited to the next step's action",
     ),
     *_shared("drqn", DRQN),
+    Mutant(
+        "drqn/batch-loss-summed",
+        DRQN,
+        "loss = (output.loss * mask).sum() / mask.sum().clamp(min=1)",
+        "loss = (output.loss * mask).sum()",
+        "the batch's losses are summed: the step size grows with the batch size",
+    ),
+    Mutant(
+        "drqn/clip-skipped",
+        DRQN,
+        "nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)",
+        "pass",
+        "--max_grad_norm is ignored: gradients are never clipped",
+    ),
     *_epsilon("drqn", DRQN),
     # ---------------------------------------------------------------- C51
     Mutant(
@@ -266,6 +302,7 @@ MUTANTS = [
         "arguments in the wrong order: r_t is used as the discount",
     ),
     *_shared("c51", C51),
+    *_batch_sum("c51", C51),
     *_epsilon("c51", C51),
     # ---------------------------------------------------------------- Rainbow
     Mutant(
@@ -311,6 +348,7 @@ MUTANTS = [
         "beta anneals on gradient steps",
     ),
     *_shared("rainbow", RAINBOW),
+    *_batch_sum("rainbow", RAINBOW, "* output.loss).mean()"),
     # ---------------------------------------------------------------- QR-DQN
     Mutant(
         "qr_dqn/online-network-quantiles",
@@ -341,6 +379,7 @@ MUTANTS = [
         "arguments in the wrong order: r_t is used as the discount",
     ),
     *_shared("qr_dqn", QR),
+    *_batch_sum("qr_dqn", QR),
     *_epsilon("qr_dqn", QR),
     # ---------------------------------------------------------------- IQN
     Mutant(
@@ -379,6 +418,7 @@ MUTANTS = [
         "N' is ignored: N target samples",
     ),
     *_shared("iqn", IQN),
+    *_batch_sum("iqn", IQN),
     *_epsilon("iqn", IQN),
     # ---------------------------------------------------------------- the replay path they share
     Mutant(
