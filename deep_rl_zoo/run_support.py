@@ -6,6 +6,7 @@ An algorithm's `train.py` supplies only a function that builds its agents from t
 
 import dataclasses
 import functools
+import importlib.util
 import os
 import random
 import sys
@@ -63,18 +64,27 @@ def make_environment(
     train: bool,
     render_mode: str | None = None,
     video_dir: str | None = None,
+    video_name: str | None = None,
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
 ) -> gym.Env:
     """The training env (life loss terminal and reward clipping on Atari, if set) or an evaluation env.
 
     `wrap_env` adds an agent's own outermost wrapper (e.g. DRQN's obscured observations).
     """
-    env = _make_base_environment(config, seed, train=train, render_mode=render_mode, video_dir=video_dir)
+    env = _make_base_environment(
+        config, seed, train=train, render_mode=render_mode, video_dir=video_dir, video_name=video_name
+    )
     return wrap_env(env) if wrap_env is not None else env
 
 
 def _make_base_environment(
-    config: RunConfig | EvalConfig, seed: int, *, train: bool, render_mode: str | None, video_dir: str | None
+    config: RunConfig | EvalConfig,
+    seed: int,
+    *,
+    train: bool,
+    render_mode: str | None,
+    video_dir: str | None,
+    video_name: str | None,
 ) -> gym.Env:
     if gym_env.is_atari(config.environment_name):
         return gym_env.create_atari_environment(
@@ -91,6 +101,7 @@ def _make_base_environment(
             sticky_action_probability=config.sticky_action_probability,
             render_mode=render_mode,
             video_dir=video_dir,
+            video_name=video_name,
         )
     return gym_env.create_classic_environment(
         config.environment_name,
@@ -98,7 +109,47 @@ def _make_base_environment(
         max_episode_steps=config.max_episode_steps,
         render_mode=render_mode,
         video_dir=video_dir,
+        video_name=video_name,
     )
+
+
+def check_script_fits_environment(script: str, environment_name: str) -> None:
+    """Raises a one-line ConfigError naming the right script when `script` is not for this environment.
+
+    An Atari game given to a classic-control script points at the package's `run_atari`, another game
+    given to `run_atari` at `run_classic`; a continuous-action task given to `run_classic` of a package
+    that has a `run_continuous` (PPO) points there, and a discrete one given to `run_continuous` back.
+
+    Args:
+      script: the running module, e.g. `deep_rl_zoo.ppo.run_classic`; other modules (eval_agent, tests)
+        are not checked.
+      environment_name: as the user typed it.
+    """
+    package, _, kind = script.rpartition(".")
+    if not package.startswith("deep_rl_zoo.") or not kind.startswith("run_"):
+        return
+    atari = gym_env.is_atari(environment_name)  # an unknown name raises its own one-line error
+
+    def refuse(reason: str, target_kind: str) -> None:
+        target = f"{package}.{target_kind}"
+        if importlib.util.find_spec(target) is None:
+            raise ConfigError(f"{environment_name} {reason}, and {package} has no {target_kind} script")
+        raise ConfigError(
+            f"{environment_name} {reason}: use python -m {target} --environment_name={environment_name}"
+        )
+
+    if atari and "atari" not in kind:
+        refuse("is an Atari game", kind.replace("classic", "atari") if "classic" in kind else "run_atari")
+    if not atari and "atari" in kind:
+        refuse("is not an Atari game", kind.replace("atari", "classic"))
+    if kind in ("run_classic", "run_continuous") and importlib.util.find_spec(f"{package}.run_continuous"):
+        probe = gym_env.create_classic_environment(environment_name, seed=0)
+        continuous = isinstance(probe.action_space, gym.spaces.Box)
+        probe.close()
+        if continuous and kind == "run_classic":
+            refuse("has continuous actions", "run_continuous")
+        if not continuous and kind == "run_continuous":
+            refuse("has discrete actions", "run_classic")
 
 
 def check_action_space(env: gym.Env, agent_name: str, action_space: str) -> None:
@@ -131,7 +182,7 @@ def train(
     device = resolve_device(config.device)
     seed_everything(config.seed, config.num_threads)
 
-    resume_payload = load_resume_checkpoint(config, agent_name, environment_id)
+    resume = load_resume_checkpoint(config, agent_name, environment_id)
 
     debug_render = "rgb_array" if config.debug_screenshots_interval > 0 else None
     train_env = make_environment(config, config.seed, train=True, render_mode=debug_render, wrap_env=wrap_env)
@@ -139,10 +190,11 @@ def train(
     check_action_space(train_env, agent_name, action_space)
     agents = build_agents(train_env, device)
 
-    loop_state = restore_or_start(config, agents.train_agent, resume_payload)
-    logger = open_run_logger(config, agent_name, loop_state)
-    save = checkpoint_saver(config, agent_name, environment_id, agents.train_agent)
+    loop_state = restore_or_start(config, agents.train_agent, resume)
+    logger, checkpoint_folder = open_run(config, agent_name, loop_state, resume)
+    save = checkpoint_saver(config, agent_name, environment_id, agents.train_agent, checkpoint_folder)
     solved_return = solved_return_of(config, train_env)
+    solved_min_episodes = solved_min_episodes_of(config, eval_env)
     try:
         return main_loop.run_single_thread_training_iterations(
             num_iterations=config.num_iterations,
@@ -157,6 +209,7 @@ def train(
             save_checkpoint=save,
             loop_state=loop_state,
             solved_return=solved_return,
+            solved_min_episodes=solved_min_episodes,
             show_progress=config.show_progress,
         )
     finally:
@@ -165,31 +218,34 @@ def train(
         eval_env.close()
 
 
-def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: str) -> dict | None:
-    """The latest checkpoint's payload for --resume, else None; refuses to overwrite a finished run's files."""
-    latest = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
+class ResumePoint(NamedTuple):
+    payload: dict  # the checkpoint's contents
+    checkpoint_folder: str  # the run's checkpoint folder: the resumed run keeps writing there
+
+
+def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: str) -> ResumePoint | None:
+    """For --resume, the newest run with this agent, environment and --tag; else None (a fresh run)."""
     if not config.resume:
-        if latest is not None:
-            raise ConfigError(
-                f"{latest} already exists; pass --resume to continue that run, or another --checkpoint_dir "
-                "for a new one (checkpoints are never overwritten by a fresh run)"
-            )
         return None
+    latest = checkpoint.find_run_checkpoint(
+        config.checkpoint_dir, agent_name, config.environment_name, checkpoint.LATEST, tag=config.tag
+    )
     if latest is None:
+        tagged = f" tagged {config.tag!r}" if config.tag else " without a --tag"
         raise ConfigError(
-            f"--resume: no {agent_name} checkpoint for {config.environment_name} in {config.checkpoint_dir}"
+            f"--resume: no {agent_name} checkpoint for {config.environment_name}{tagged} in {config.checkpoint_dir}"
         )
     payload = checkpoint.load_checkpoint(latest, agent_name, environment_id)
     print(f"resuming from {latest}", file=sys.stderr)
-    return payload
+    return ResumePoint(payload, os.path.dirname(latest))
 
 
-def restore_or_start(config: RunConfig, agent: Any, resume_payload: dict | None) -> main_loop.LoopState:
+def restore_or_start(config: RunConfig, agent: Any, resume: ResumePoint | None) -> main_loop.LoopState:
     """Loads the agent's state and the loop's position from a resume checkpoint, or starts afresh."""
-    if resume_payload is None:
+    if resume is None:
         return main_loop.LoopState()
-    agent.load_state_dict(resume_payload["agent"])
-    loop_state = main_loop.LoopState.from_state_dict(resume_payload["loop"])
+    agent.load_state_dict(resume.payload["agent"])
+    loop_state = main_loop.LoopState.from_state_dict(resume.payload["loop"])
     if loop_state.next_iteration >= config.num_iterations:
         raise ConfigError(
             f"--resume: the run already finished {loop_state.next_iteration} of --num_iterations="
@@ -198,33 +254,46 @@ def restore_or_start(config: RunConfig, agent: Any, resume_payload: dict | None)
     return loop_state
 
 
-def open_run_logger(
-    config: RunConfig, agent_name: str, loop_state: main_loop.LoopState
-) -> trackers.RunLogger:
-    """The run's logger, in the resumed run's folder or a new one (never an existing folder of another run)."""
-    if not loop_state.run_dir or not os.path.isdir(loop_state.run_dir):
-        name = checkpoint.file_stem(agent_name, config.environment_name) + (
-            f"_{config.tag}" if config.tag else ""
+def open_run(
+    config: RunConfig, agent_name: str, loop_state: main_loop.LoopState, resume: ResumePoint | None
+) -> tuple[trackers.RunLogger, str]:
+    """The run's logger and checkpoint folder: the resumed run's, or a new pair sharing one fresh name.
+
+    A new run is `<AGENT>_<env>[_<tag>]`, with `-2`, `-3`... when that name is taken under --runs_dir
+    or --checkpoint_dir, so runs of a --tag sweep never collide and nothing is ever overwritten.
+    """
+    if resume is not None:
+        checkpoint_folder = resume.checkpoint_folder
+        if not loop_state.run_dir or not os.path.isdir(loop_state.run_dir):
+            name = checkpoint.new_run_name(
+                [config.runs_dir], os.path.basename(os.path.abspath(checkpoint_folder))
+            )
+            loop_state.run_dir = os.path.join(config.runs_dir, name)
+    else:
+        name = checkpoint.new_run_name(
+            [config.runs_dir, config.checkpoint_dir],
+            checkpoint.run_name(agent_name, config.environment_name, config.tag),
         )
-        loop_state.run_dir = trackers.new_run_dir(config.runs_dir, name)
-    _write_config(loop_state.run_dir, config)
-    return trackers.RunLogger(
+        loop_state.run_dir = os.path.join(config.runs_dir, name)
+        checkpoint_folder = os.path.join(config.checkpoint_dir, name)
+    _write_config(loop_state.run_dir, config, agent_name)
+    logger = trackers.RunLogger(
         run_dir=loop_state.run_dir,
         use_tensorboard=config.use_tensorboard,
         results_csv_path=config.results_csv_path or os.path.join(loop_state.run_dir, "results.csv"),
         debug_screenshots_interval=config.debug_screenshots_interval,
     )
+    return logger, checkpoint_folder
 
 
 def checkpoint_saver(
-    config: RunConfig, agent_name: str, environment_id: str, agent: Any
+    config: RunConfig, agent_name: str, environment_id: str, agent: Any, checkpoint_folder: str
 ) -> Callable[[int, main_loop.LoopState], str]:
-    """save(iteration, loop_state) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with the run's flags."""
+    """save(iteration, loop_state) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with the run's flags,
+    and copies it to `<AGENT>_<env>_best.ckpt` when this iteration's evaluation is the best so far."""
 
     def save(iteration: int, state: main_loop.LoopState) -> str:
-        path = checkpoint.checkpoint_path(
-            config.checkpoint_dir, agent_name, config.environment_name, iteration
-        )
+        path = checkpoint.checkpoint_path(checkpoint_folder, agent_name, config.environment_name, iteration)
         checkpoint.save_checkpoint(
             path,
             agent_name,
@@ -234,6 +303,9 @@ def checkpoint_saver(
             state.state_dict(),
             config=dataclasses.asdict(config),
         )
+        if state.best_iteration == iteration:
+            best = checkpoint.best_checkpoint_path(checkpoint_folder, agent_name, config.environment_name)
+            checkpoint.copy_checkpoint(path, best)
         return path
 
     return save
@@ -246,8 +318,22 @@ def solved_return_of(config: RunConfig, env: gym.Env) -> float | None:
     return None
 
 
-def _write_config(run_dir: str, config: Any) -> None:
+def solved_min_episodes_of(config: RunConfig, env: gym.Env) -> int:
+    """Whole evaluation episodes a "solved" verdict needs: 10, or as many as --num_eval_steps can hold.
+
+    CartPole-v1 (500-step episodes) with the default 5,000 evaluation steps: 10; with 1,000: 2. Without
+    a time limit the budget's capacity is unknown, so 10.
+    """
+    time_limit = config.max_episode_steps or (env.spec.max_episode_steps if env.spec is not None else None)
+    if not time_limit:
+        return main_loop.SOLVED_MIN_EPISODES
+    return max(1, min(main_loop.SOLVED_MIN_EPISODES, config.num_eval_steps // time_limit))
+
+
+def _write_config(run_dir: str, config: Any, agent_name: str) -> None:
+    """Appends the run's flags (again on every resume) to `config.txt` as `name=value` lines."""
     with open(os.path.join(run_dir, "config.txt"), "a") as f:
+        f.write(f"agent_name={agent_name}\n")
         for key, value in dataclasses.asdict(config).items():
             f.write(f"{key}={value}\n")
 
@@ -259,7 +345,10 @@ def evaluate(
     action_space: str = "discrete",
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
 ) -> list[float]:
-    """Plays `config.num_episodes` episodes with a checkpoint's (or random) weights; records the first.
+    """Plays a checkpoint's (or random) weights greedily and records the first episode.
+
+    Each of `config.num_iterations` iterations plays `config.num_episodes` whole episodes, or with
+    `config.num_eval_steps` > 0 the whole episodes that fit that many env steps; returns every return.
 
     Args:
       build_actor: builds the evaluation actor for the env; receives the checkpoint (its "agent" state
@@ -268,13 +357,7 @@ def evaluate(
     environment_id = gym_env.resolve_environment_name(config.environment_name)
     device = resolve_device(config.device)
     seed_everything(config.seed, config.num_threads)
-    path = config.load_checkpoint_file
-    if path == "latest":
-        path = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
-        if path is None:
-            raise ConfigError(
-                f"no {agent_name} checkpoint for {config.environment_name} in {config.checkpoint_dir}"
-            )
+    path = resolve_checkpoint_file(config, agent_name)
     payload = None
     if path:
         payload = checkpoint.load_checkpoint(path, agent_name, environment_id)
@@ -283,26 +366,97 @@ def evaluate(
         print("no --load_checkpoint_file given: playing with random weights")
 
     video_dir = config.recording_video_dir or None
+    video_name = None
+    if video_dir:
+        video_name = gym_env.unique_video_name(video_dir, evaluation_video_name(agent_name, config, payload))
     env = make_environment(
         config,
         config.seed,
         train=False,
         render_mode="rgb_array" if video_dir else None,
         video_dir=video_dir,
+        video_name=video_name,
         wrap_env=wrap_env,
     )
     try:
         check_action_space(env, agent_name, action_space)
         actor = build_actor(env, device, payload)
-        returns = main_loop.evaluate_episodes(env, actor, config.num_episodes, seed=config.seed)
+        returns = []
+        for iteration in range(config.num_iterations):
+            returns.extend(_evaluation_iteration(config, env, actor, iteration))
     finally:
         env.close()
-    for index, episode_return in enumerate(returns):
-        print(f"episode {index}: return {episode_return:.1f}")
-    print(f"mean return over {len(returns)} episodes: {np.mean(returns):.1f}")
+    if returns:
+        print(
+            f"mean return over {len(returns)} episode{'' if len(returns) == 1 else 's'}: {np.mean(returns):.1f}"
+        )
+    else:
+        print(f"no episode finished within --num_eval_steps={config.num_eval_steps}: no return to report")
     if video_dir:
-        print(f"video of the first episode in {video_dir}")
+        print(f"video of the first episode: {gym_env.video_path(video_dir, video_name)}")
     return returns
+
+
+def evaluation_video_name(agent_name: str, config: EvalConfig, checkpoint_payload: dict | None) -> str:
+    """Names a video after the run it shows: `<run folder>_iteration<k>`, e.g.
+    `DQN_CartPole-v1_LSTM-2_iteration9` (agent, environment, tag and the run's number), so evaluating
+    another agent, tag or run on the same game never replaces this one's video."""
+    if checkpoint_payload is None:
+        return checkpoint.file_stem(agent_name, config.environment_name) + "_random-weights"
+    run_dir = str(checkpoint_payload.get("loop", {}).get("run_dir", ""))
+    run_name = os.path.basename(os.path.normpath(run_dir)) if run_dir else ""
+    if not run_name:
+        tag = checkpoint_payload.get("config", {}).get("tag", "")
+        run_name = checkpoint.file_stem(agent_name, config.environment_name) + (f"_{tag}" if tag else "")
+    return f"{run_name}_iteration{checkpoint_payload.get('iteration', 0)}"
+
+
+def _evaluation_iteration(config: EvalConfig, env: gym.Env, actor: Agent, iteration: int) -> list[float]:
+    """--num_episodes whole episodes, or with --num_eval_steps the whole episodes that fit that budget
+    (as in a training run's evaluation phase); prints each return."""
+    seed = config.seed + iteration
+    if config.num_eval_steps > 0:
+        stats = trackers.PhaseStats()
+        main_loop.run_evaluation_phase(config.num_eval_steps, env, actor, seed, iteration, False, stats)
+        returns = stats.episode_returns
+    else:
+        returns = main_loop.evaluate_episodes(env, actor, config.num_episodes, seed=seed)
+    if config.num_eval_steps > 0:  # possibly hundreds of short episodes: one line per iteration
+        mean = f"mean return {np.mean(returns):.1f}" if returns else "no episode finished"
+        print(
+            f"iteration {iteration}: {mean} over {len(returns)} whole episodes in {config.num_eval_steps} env steps"
+        )
+    else:
+        prefix = f"iteration {iteration}, " if config.num_iterations > 1 else ""
+        for index, episode_return in enumerate(returns):
+            print(f"{prefix}episode {index}: return {episode_return:.1f}")
+    return returns
+
+
+def resolve_checkpoint_file(config: EvalConfig, agent_name: str) -> str:
+    """--load_checkpoint_file as a path: `latest`/`best` of the newest matching run, a run's folder
+    (its latest checkpoint), or the file itself; '' stays '' (random weights)."""
+    path = config.load_checkpoint_file
+    tag = config.tag or None
+    if path in (checkpoint.LATEST, checkpoint.BEST):
+        found = checkpoint.find_run_checkpoint(
+            config.checkpoint_dir, agent_name, config.environment_name, path, tag
+        )
+        if found is None:
+            what = "best " if path == checkpoint.BEST else ""
+            tagged = f" tagged {config.tag!r}" if config.tag else ""
+            raise ConfigError(
+                f"no {what}{agent_name} checkpoint for {config.environment_name}{tagged} in {config.checkpoint_dir}"
+            )
+        return found
+    if path and os.path.isdir(path):
+        found = checkpoint.find_latest_checkpoint(path, agent_name, config.environment_name)
+        if found is None:
+            raise ConfigError(
+                f"no {agent_name} checkpoint for {config.environment_name} in the folder {path}"
+            )
+        return found
+    return path
 
 
 # --- Distributed: actors feeding one learner ---
@@ -313,8 +467,10 @@ class DistributedConfig(RunConfig):
     """Flags shared by every agent whose actors run in their own processes (PPO, A2C, ...)."""
 
     num_actors: int = field(8, "Actor processes, each with its own environment and copy of the network.")
-    actors_on_gpu: bool = field(
-        True, "Spread the actors over all visible GPUs (--noactors_on_gpu: all on the CPU)."
+    actors_on_gpu: bool | None = field(
+        None,
+        "Spread the actors over all visible GPUs (--noactors_on_gpu: all on the CPU). Unset: GPUs if any"
+        " are visible, quietly the CPU otherwise.",
     )
     unroll_length: int = field(128, "Env steps per unroll an actor collects before sending it.")
 
@@ -329,14 +485,36 @@ class DistributedAgents(NamedTuple):
     eval_agent: Agent  # acts greedily with the learner's own network, in the learner process
 
 
-def actor_devices(num_actors: int, actors_on_gpu: bool) -> list[torch.device]:
-    """Actor i on GPU i mod (visible GPUs) with --actors_on_gpu, otherwise (or without a GPU) the CPU."""
-    num_gpus = torch.cuda.device_count() if actors_on_gpu else 0
+def actor_devices(num_actors: int, actors_on_gpu: bool | None) -> list[torch.device]:
+    """Actor i on GPU i mod (visible GPUs) unless --noactors_on_gpu; the CPU without a GPU.
+
+    Only a user who asked for GPUs (`actors_on_gpu=True`) is told that there is none.
+    """
+    num_gpus = torch.cuda.device_count() if actors_on_gpu is not False else 0
     if actors_on_gpu and num_gpus == 0:
         print("--actors_on_gpu: no CUDA device is visible, so every actor runs on the CPU", file=sys.stderr)
     if num_gpus == 0:
         return [torch.device("cpu")] * num_actors
     return [torch.device("cuda", index % num_gpus) for index in range(num_actors)]
+
+
+def available_cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def warn_if_more_actors_than_cores(num_actors: int) -> None:
+    """One line on stderr when the actors would have to take turns on the CPU cores."""
+    cores = available_cpu_cores()
+    if num_actors > cores:
+        print(
+            f"note: --num_actors={num_actors} is more than the {cores} CPU cores here; the actors will take "
+            f"turns on them (no faster than --num_actors={cores}, and asynchronous agents learn from "
+            "older parameters)",
+            file=sys.stderr,
+        )
 
 
 def actor_seed(seed: int, actor_index: int, iteration: int) -> int:
@@ -381,16 +559,18 @@ def train_distributed(
     device = resolve_device(config.device)
     seed_everything(config.seed, config.num_threads)
 
-    resume_payload = load_resume_checkpoint(config, agent_name, environment_id)
+    resume = load_resume_checkpoint(config, agent_name, environment_id)
+    warn_if_more_actors_than_cores(config.num_actors)
 
     eval_env = make_environment(config, config.seed + 1, train=False)
     try:
         check_action_space(eval_env, agent_name, action_space)
         agents = build_learner(eval_env, device)
-        loop_state = restore_or_start(config, agents.learner, resume_payload)
-        logger = open_run_logger(config, agent_name, loop_state)
-        save = checkpoint_saver(config, agent_name, environment_id, agents.learner)
+        loop_state = restore_or_start(config, agents.learner, resume)
+        logger, checkpoint_folder = open_run(config, agent_name, loop_state, resume)
+        save = checkpoint_saver(config, agent_name, environment_id, agents.learner, checkpoint_folder)
         solved_return = solved_return_of(config, eval_env)
+        solved_min_episodes = solved_min_episodes_of(config, eval_env)
         pool = main_loop.ActorPool(
             agents.learner.shared_module,
             functools.partial(_build_actor_process_side, config, build_actor, loop_state.next_iteration),
@@ -413,6 +593,7 @@ def train_distributed(
                     save_checkpoint=save,
                     loop_state=loop_state,
                     solved_return=solved_return,
+                    solved_min_episodes=solved_min_episodes,
                     show_progress=config.show_progress,
                 )
         finally:
