@@ -17,6 +17,7 @@ from deep_rl_zoo.dqn import eval_agent as dqn_eval_agent
 from deep_rl_zoo.dqn import train as dqn_train
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.ppo import train as ppo_train
+from deep_rl_zoo.runtime import loop
 
 
 class TenStepEnv(gym.Env):
@@ -132,11 +133,11 @@ def test_solved_needs_as_many_episodes_as_the_evaluation_budget_holds_up_to_ten(
 
 def test_a_distributed_phase_ends_on_the_learner_step_nearest_to_the_budget():
     # Learner steps of 1,020 env steps (4 x 256 transitions, minus resets) and --num_train_steps=2048:
-    assert not main_loop.training_phase_done(0, 2048, 0)  # always one learner step
-    assert not main_loop.training_phase_done(1020, 2048, 1020)  # 1,028 missing >= half a step (510)
-    assert main_loop.training_phase_done(2040, 2048, 1020)  # 8 missing < 510: stop (not at 3,060)
-    assert not main_loop.training_phase_done(1530, 2048, 1020)  # 518 missing: 2 x 518 = 1036 >= 1020
-    assert main_loop.training_phase_done(1024, 100, 1024)  # one step already exceeds a small budget
+    assert not loop.training_phase_done(0, 2048, 0)  # always one learner step
+    assert not loop.training_phase_done(1020, 2048, 1020)  # 1,028 missing >= half a step (510)
+    assert loop.training_phase_done(2040, 2048, 1020)  # 8 missing < 510: stop (not at 3,060)
+    assert not loop.training_phase_done(1530, 2048, 1020)  # 518 missing: 2 x 518 = 1036 >= 1020
+    assert loop.training_phase_done(1024, 100, 1024)  # one step already exceeds a small budget
 
 
 @pytest.mark.smoke

@@ -201,12 +201,10 @@ def _random_unroll(actor_index, version, length=8):
     )
 
 
-def test_learner_refuses_unrolls_of_old_parameters(tmp_path):
-    config = _config(tmp_path)
-    learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
-    learner.learn([_random_unroll(0, 1), _random_unroll(1, 1)])
-    with pytest.raises(RuntimeError, match="actor 1 sent an unroll of parameters 1"):
-        learner.learn([_random_unroll(0, 2), _random_unroll(1, 1)])
+def test_learner_declares_itself_on_policy(tmp_path):
+    # The loop then gives it only unrolls of the newest parameters (test_distributed checks the loop).
+    learner = train.build_learner(_config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu")).learner
+    assert learner.on_policy is True
 
 
 def test_learner_moves_the_policy_and_anneals_the_learning_rate(tmp_path):
@@ -341,6 +339,13 @@ def test_eval_agent_rebuilds_the_trained_architecture(tmp_path):
 
 @pytest.mark.learning
 def test_ppo_learns_cartpole(tmp_path):
+    """Guards the whole PPO loop (actors, unrolls, GAE, epochs of minibatches, learning-rate decay).
+
+    Threshold: the env's own, a greedy mean of 475 over the 10 episodes of a 5,000-step evaluation.
+    Budget: 100k env steps (the issue's target for PPO), evaluated every 10k; measured seeds 1-3 solve
+    at 10k, 61k and 61k (README), so the budget is not tuned to the one seed that passes. The run is
+    synchronous: seed 1, the default, repeats its 10k exactly (a few seconds).
+    """
     config = _config(
         tmp_path,
         num_iterations=10,  # the issue's 100k budget; the learning rate decays over it, as benchmarked
