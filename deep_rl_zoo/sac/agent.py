@@ -25,43 +25,8 @@ from torch import nn
 
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo import unrolls
-from deep_rl_zoo.main_loop import LearnerLink
 from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.sac import losses
-
-# What the learner reports after each gradient step.
-STATISTICS_KEYS = (
-    "critic_loss",
-    "policy_loss",
-    "critic_grad_norm",
-    "policy_grad_norm",
-    "entropy",
-    "alpha",
-    "mean_q",
-)
-
-
-class NonBlockingLink:
-    """A `LearnerLink` whose `wait_for_new_parameters` only takes newer parameters if there are any:
-    lets `unrolls.UnrollActor` (which waits after each send) act asynchronously, as off-policy
-    actors may."""
-
-    def __init__(self, link: LearnerLink):
-        self._link = link
-
-    @property
-    def actor_index(self) -> int:
-        return self._link.actor_index
-
-    @property
-    def parameter_version(self) -> int:
-        return self._link.parameter_version
-
-    def send(self, payload) -> None:
-        self._link.send(payload)
-
-    def wait_for_new_parameters(self) -> None:
-        self._link.pull_parameters()
 
 
 class SacNetworks(nn.Module):
@@ -81,6 +46,7 @@ class Sac:
     """The SAC learner: stores every chunk's transitions, then takes its share of gradient steps."""
 
     agent_name = "SAC"
+    on_policy = False  # off-policy: learns from chunks of any parameters, through its replay
 
     def __init__(
         self,
@@ -132,7 +98,18 @@ class Sac:
         self._learner_steps = 0  # gradient steps
         self._update_credit = 0.0  # gradient steps owed, carried over between chunks
         # NaN until the first update, so that every row of results.csv has the same columns.
-        self._statistics = dict.fromkeys(STATISTICS_KEYS, float("nan"))
+        self._statistics = dict.fromkeys(
+            (
+                "critic_loss",
+                "policy_loss",
+                "critic_grad_norm",
+                "policy_grad_norm",
+                "entropy",
+                "alpha",
+                "mean_q",
+            ),
+            float("nan"),
+        )
 
     @property
     def shared_module(self) -> nn.Module:
