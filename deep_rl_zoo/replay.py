@@ -228,6 +228,18 @@ class UniformReplay(Generic[ItemT]):
             array[slot] = value
         self._num_added += 1
 
+    def oldest_value(self, field_name: str) -> Any:
+        """The field `field_name` of the oldest item still stored (the next one overwritten when full).
+
+        Raises:
+          ValueError: the replay is empty.
+        """
+        if self.size == 0:
+            raise ValueError("an empty replay has no oldest item")
+        assert self._item_type is not None
+        slot = self._num_added % self._capacity if self._num_added >= self._capacity else 0
+        return self._storage[self._item_type._fields.index(field_name)][slot]
+
     def sample(self, batch_size: int) -> ItemT:
         """Returns `batch_size` items drawn uniformly with replacement, as one item of arrays
         `[batch_size, *field_shape]`."""
@@ -338,6 +350,22 @@ class FrameStackStore:
         self._next_handle += 1
         return handle
 
+    def grow(self, capacity: int) -> None:
+        """Enlarges the ring to `capacity` slots, keeping every frame it holds and every handle's stack.
+
+        Slots are `handle % capacity`, so the kept frames are moved to their new slots (a copy of the
+        whole ring: meant to be rare, see `TransitionWriter`).
+        """
+        capacity = int(capacity)
+        if capacity <= self._capacity:
+            raise ValueError(f"capacity can only grow: {capacity} <= {self._capacity}")
+        kept = np.arange(max(0, self._next_handle - self._capacity), self._next_handle, dtype=np.int64)
+        frames = np.zeros((capacity, *self._frame_shape), dtype=np.uint8)
+        frames_since_first = np.zeros(capacity, dtype=np.uint8)
+        frames[kept % capacity] = self._frames[kept % self._capacity]
+        frames_since_first[kept % capacity] = self._frames_since_first[kept % self._capacity]
+        self._frames, self._frames_since_first, self._capacity = frames, frames_since_first, capacity
+
     def valid(self, handles: np.ndarray) -> np.ndarray:
         """bool [B]: whether every frame that `stacks` needs for each handle is still stored.
 
@@ -404,10 +432,11 @@ def frame_store_capacity(
     life, with terminal-on-life-loss) lasts at least L env steps, its L + 1 frames space episode
     starts, E <= D / (L + 1) + 1, hence E <= (C + n + L - 1) / L, which gives the margin above.
 
-    The length assumption only has to hold on average over the replay's span; Atari episodes and
-    lives last hundreds of steps. Should it fail (say thousands of one-step episodes), the oldest
-    transitions' handles become stale and `FrameStackStore.stacks` raises `StaleFrameHandleError`
-    rather than return wrong frames; `FrameStackStore.valid` lets an agent resample those.
+    The length assumption only has to hold on average over the replay's span; most Atari episodes
+    and lives last hundreds of steps, but not all (Breakout's lives under an untrained policy last
+    ~31). Should it fail, `TransitionWriter` grows the store before a frame still needed is
+    overwritten; a store used without it raises `StaleFrameHandleError` rather than return wrong
+    frames.
     """
     if min_episode_steps < 1:
         raise ValueError(f"min_episode_steps must be >= 1, got {min_episode_steps}")
@@ -631,11 +660,37 @@ class TransitionWriter:
         self._accumulator = accumulator
 
     def add(self, timestep: TimeStep, action: Any) -> None:
-        stored = timestep.observation
-        if self.frame_store is not None:
-            stored = self.frame_store.add(timestep.observation[-1], timestep.first)
-        for transition in self._accumulator.step(timestep, stored, action):
+        if self.frame_store is None:
+            for transition in self._accumulator.step(timestep, timestep.observation, action):
+                self.replay.add(transition)
+            return
+        # The frame's handle is known before it is stored, so the transitions it completes go into the
+        # replay first: then the replay's oldest transition is final when the store makes room.
+        handle = self.frame_store.num_added
+        for transition in self._accumulator.step(timestep, handle, action):
             self.replay.add(transition)
+        self._keep_frames_of_oldest_transition(handle)
+        self.frame_store.add(timestep.observation[-1], timestep.first)
+
+    def _keep_frames_of_oldest_transition(self, new_handle: int) -> None:
+        """Grows the frame store when storing `new_handle` would overwrite a frame that the replay's
+        oldest transition (whose s_tm1 has the smallest handle) still needs.
+
+        `frame_store_capacity` sizes the store for episodes (or lives) of >= 32 env steps on average;
+        shorter ones (Breakout's first lives under a near-constant policy last ~31) leave more first
+        frames per transition than that margin holds. Rather than a stale handle hours into a run, the
+        ring then grows, by at least 1/32 of its size so that a growing run copies it rarely:
+
+            needed slots = new_handle - (s_tm1 of the oldest transition) + stack_size
+            (the oldest transition's stack reaches stack_size - 1 frames before its s_tm1)
+        """
+        store = self.frame_store
+        assert store is not None
+        if self.replay.size == 0:
+            return
+        needed = new_handle - int(self.replay.oldest_value("s_tm1")) + store.stack_size
+        if needed > store.capacity:
+            store.grow(max(needed, store.capacity + max(1, store.capacity // 32)))
 
     def reset(self) -> None:
         self._accumulator.reset()
