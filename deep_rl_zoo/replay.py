@@ -251,6 +251,47 @@ class UniformReplay(Generic[ItemT]):
         assert self._item_type is not None
         return self._item_type(*(array[indices] for array in self._storage))
 
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The stored items and the write position as plain numpy arrays (for `--checkpoint_replay`):
+        `num_added` and one `field/<name>` array of the `size` stored rows per item field. The item
+        type travels as its field names and is rebuilt by `load_state_arrays` from this replay's own
+        type, so loading never unpickles anything."""
+        if self._item_type is None:
+            return {"num_added": np.array(0, np.int64)}
+        arrays = {"num_added": np.array(self._num_added, np.int64)}
+        for name, array in zip(self._item_type._fields, self._storage, strict=True):
+            arrays[f"field/{name}"] = array[: self.size]
+        return arrays
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray], item_type: type) -> None:
+        """Restores what `state_arrays` returned; `item_type` is the NamedTuple the items are (e.g.
+        `Transition`). The sampling generator's state is the agent's to restore.
+
+        Raises:
+          ValueError: the arrays do not fit this replay (another capacity, fields or shapes).
+        """
+        num_added = int(arrays["num_added"])
+        size = min(num_added, self._capacity)
+        self._item_type, self._storage, self._num_added = None, [], 0
+        if num_added == 0:
+            return
+        names = item_type._fields
+        if sorted(f"field/{name}" for name in names) != sorted(k for k in arrays if k.startswith("field/")):
+            raise ValueError(f"the saved replay has other fields than {item_type.__name__} {names}")
+        for name in names:
+            if arrays[f"field/{name}"].shape[0] != size:
+                raise ValueError(
+                    f"the saved replay holds {arrays[f'field/{name}'].shape[0]} items in field {name!r}, "
+                    f"expected {size} (num_added {num_added}, capacity {self._capacity})"
+                )
+        self._item_type = item_type
+        for name in names:
+            saved = arrays[f"field/{name}"]
+            storage = np.zeros((self._capacity, *saved.shape[1:]), dtype=saved.dtype)
+            storage[:size] = saved
+            self._storage.append(storage)
+        self._num_added = num_added
+
     def _allocate(self, item: ItemT) -> None:
         if not hasattr(item, "_fields"):
             raise TypeError(f"replay items must be NamedTuples, got {type(item).__name__}")
@@ -365,6 +406,31 @@ class FrameStackStore:
         frames[kept % capacity] = self._frames[kept % self._capacity]
         frames_since_first[kept % capacity] = self._frames_since_first[kept % self._capacity]
         self._frames, self._frames_since_first, self._capacity = frames, frames_since_first, capacity
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The ring (each frame once, in slot order), its bookkeeping and the next handle."""
+        return {
+            "frames": self._frames,
+            "frames_since_first": self._frames_since_first,
+            "next_handle": np.array(self._next_handle, np.int64),
+        }
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restores what `state_arrays` returned, the ring's size included (it may have grown).
+
+        Raises:
+          ValueError: the frames have another shape than this store's.
+        """
+        frames = np.asarray(arrays["frames"])
+        if frames.shape[1:] != self._frame_shape or frames.dtype != np.uint8:
+            raise ValueError(
+                f"the saved frames are {frames.dtype} {frames.shape[1:]}, this store holds uint8 "
+                f"{self._frame_shape}"
+            )
+        self._frames = np.array(frames)  # a writable copy
+        self._frames_since_first = np.array(arrays["frames_since_first"], dtype=np.uint8)
+        self._capacity = frames.shape[0]
+        self._next_handle = int(arrays["next_handle"])
 
     def valid(self, handles: np.ndarray) -> np.ndarray:
         """bool [B]: whether every frame that `stacks` needs for each handle is still stored.
@@ -640,6 +706,22 @@ class PrioritizedReplay(UniformReplay[ItemT]):
         """float64 [size]: priority^alpha of every stored item (for tests and debugging)."""
         return self._tree.values()[: self.size]
 
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        arrays = super().state_arrays()
+        arrays["priorities"] = self.priorities()  # after the exponent, as the tree holds them
+        arrays["max_priority"] = np.array(self._max_priority, np.float64)
+        return arrays
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray], item_type: type) -> None:
+        super().load_state_arrays(arrays, item_type)
+        priorities = np.asarray(arrays["priorities"], np.float64)
+        if priorities.shape != (self.size,):
+            raise ValueError(f"the saved replay has {priorities.shape} priorities for {self.size} items")
+        self._tree = SumTree(self._capacity)
+        if self.size:
+            self._tree.set(np.arange(self.size), priorities)
+        self._max_priority = float(arrays["max_priority"])
+
 
 class TransitionWriter:
     """What every replay-based Q agent does with a timestep: store it, n-step accumulated, frames once.
@@ -695,6 +777,34 @@ class TransitionWriter:
     def reset(self) -> None:
         self._accumulator.reset()
 
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The replay's and the frame store's contents as plain arrays (`replay/...`, `frames/...`).
+
+        Pending n-step windows are not kept: a resumed run starts a new episode, which drops them.
+        """
+        arrays = {f"replay/{k}": v for k, v in self.replay.state_arrays().items()}
+        if self.frame_store is not None:
+            arrays.update({f"frames/{k}": v for k, v in self.frame_store.state_arrays().items()})
+        return arrays
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restores what `state_arrays` returned into this writer's replay and frame store.
+
+        Raises:
+          ValueError: the arrays come from a writer with or without a frame store where this one is
+            the other way, or do not fit the replay.
+        """
+        has_frames = any(k.startswith("frames/") for k in arrays)
+        if has_frames != (self.frame_store is not None):
+            raise ValueError(
+                "the saved replay " + ("stores" if has_frames else "does not store") + " Atari frames, this "
+                "agent's replay " + ("does not" if has_frames else "does")
+            )
+        self._accumulator.reset()
+        self.replay.load_state_arrays(_with_prefix(arrays, "replay/"), Transition)
+        if self.frame_store is not None:
+            self.frame_store.load_state_arrays(_with_prefix(arrays, "frames/"))
+
     def to_tensors(self, batch: Transition, device: torch.device) -> Transition:
         """A sampled batch as tensors: observations as stored (uint8 frames stay uint8), int64 actions,
         float32 rewards and discounts."""
@@ -708,6 +818,10 @@ class TransitionWriter:
             discount_t=torch.as_tensor(batch.discount_t, device=device, dtype=torch.float32),
             s_t=torch.as_tensor(s_t, device=device),
         )
+
+
+def _with_prefix(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    return {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
 
 
 def frame_store_for(

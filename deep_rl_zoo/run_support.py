@@ -18,7 +18,7 @@ import torch
 
 from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers
 from deep_rl_zoo.config import EvalConfig, RunConfig, field
-from deep_rl_zoo.errors import ConfigError, require
+from deep_rl_zoo.errors import CheckpointError, ConfigError, require
 from deep_rl_zoo.types_ import Agent
 
 
@@ -140,6 +140,8 @@ def train(
     agents = build_agents(train_env, device)
 
     loop_state = restore_or_start(config, agents.train_agent, resume_payload)
+    if resume_payload is not None and getattr(config, "checkpoint_replay", False):
+        restore_replay(config, agent_name, agents.train_agent)
     logger = open_run_logger(config, agent_name, loop_state)
     save = checkpoint_saver(config, agent_name, environment_id, agents.train_agent)
     solved_return = solved_return_of(config, train_env)
@@ -216,15 +218,46 @@ def open_run_logger(
     )
 
 
+def checkpoint_replay_field() -> Any:
+    """The `checkpoint_replay` flag of the replay agents' configs (see `checkpoint_saver`)."""
+    return field(
+        False,
+        "Also save the replay (each Atari frame once) beside every checkpoint, so that --resume "
+        "continues exactly; only the newest iteration's replay file is kept.",
+    )
+
+
+def restore_replay(config: RunConfig, agent_name: str, agent: Any) -> None:
+    """--resume --checkpoint_replay: loads the replay file beside the latest checkpoint, if there is one."""
+    latest = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
+    assert latest is not None  # the resume payload came from it
+    path = checkpoint.replay_path(latest)
+    if not os.path.isfile(path):
+        print(f"--checkpoint_replay: no replay file {path}; the replay starts empty", file=sys.stderr)
+        return
+    try:
+        agent.replay_writer.load_state_arrays(checkpoint.load_arrays(path))
+    except ValueError as e:
+        raise CheckpointError(f"{path} does not fit this run's replay: {e}") from None
+    print(f"restored {agent.replay_writer.replay.size} transitions from {path}", file=sys.stderr)
+
+
 def checkpoint_saver(
     config: RunConfig, agent_name: str, environment_id: str, agent: Any
 ) -> Callable[[int, main_loop.LoopState], str]:
-    """save(iteration, loop_state) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with the run's flags."""
+    """save(iteration, loop_state) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with the run's flags.
+
+    With `config.checkpoint_replay`, the agent's replay goes first to `<AGENT>_<env>_<iteration>.replay.npz`
+    (so a checkpoint never exists without its replay), then the checkpoint, then the previous
+    iterations' replay files are deleted (an Atari replay takes GBs).
+    """
 
     def save(iteration: int, state: main_loop.LoopState) -> str:
         path = checkpoint.checkpoint_path(
             config.checkpoint_dir, agent_name, config.environment_name, iteration
         )
+        if getattr(config, "checkpoint_replay", False):
+            checkpoint.save_arrays(checkpoint.replay_path(path), agent.replay_writer.state_arrays())
         checkpoint.save_checkpoint(
             path,
             agent_name,
@@ -234,6 +267,15 @@ def checkpoint_saver(
             state.state_dict(),
             config=dataclasses.asdict(config),
         )
+        if getattr(config, "checkpoint_replay", False):
+            for earlier in range(iteration):
+                earlier_path = checkpoint.replay_path(
+                    checkpoint.checkpoint_path(
+                        config.checkpoint_dir, agent_name, config.environment_name, earlier
+                    )
+                )
+                if os.path.exists(earlier_path):
+                    os.remove(earlier_path)
         return path
 
     return save
