@@ -33,7 +33,7 @@ from deep_rl_zoo import trackers
 from deep_rl_zoo.errors import ZooError
 from deep_rl_zoo.types_ import Agent, TimeStep
 
-LEARNER_LOG_INTERVAL = 1000  # env steps between two writes of the agent's statistics
+LEARNER_LOG_INTERVAL = 1000  # env steps between two writes of the agent's (or learner's) statistics
 
 
 def run_env_loop(env: gym.Env, agent: Agent, seed: int | None = None) -> Iterator[tuple[TimeStep, object]]:
@@ -95,6 +95,8 @@ class LoopState:
     train_env_steps: int = 0  # env steps of training done so far: the x-axis of every curve
     run_dir: str = ""
     solved: bool = False
+    best_eval_return: float = -math.inf  # best greedy evaluation mean so far (whole episodes only)
+    best_iteration: int = -1  # the iteration that reached it: its checkpoint is copied to `best`
 
     def state_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -233,6 +235,7 @@ def finish_iteration(
     step = loop_state.train_env_steps
     logger.scalars("train", {"steps_per_second": train_steps_per_second}, step)
     logger.scalars("eval", eval_summary, step)
+    logger.scalars("learner", learner_statistics, step)  # at least one point per iteration, however short
     row = {
         "iteration": iteration,
         "train_env_steps": step,
@@ -247,6 +250,9 @@ def finish_iteration(
     logger.flush()
 
     loop_state.next_iteration = iteration + 1
+    if eval_summary["num_episodes"] > 0 and eval_summary["mean_episode_return"] > loop_state.best_eval_return:
+        loop_state.best_eval_return = float(eval_summary["mean_episode_return"])
+        loop_state.best_iteration = iteration
     solved = solved_return is not None and eval_summary["mean_episode_return"] >= solved_return
     loop_state.solved = bool(solved)
     path = save_checkpoint(iteration, loop_state)
@@ -307,7 +313,6 @@ def set_np_rng_state(rng: np.random.Generator, state: dict) -> None:
 # queue (get), each with a one-second timeout only to notice that the run is stopping or that the
 # other side has died.
 
-LEARNER_STATISTICS_INTERVAL = 100  # learner steps between two writes of the learner's statistics
 MAX_LOGGED_ACTORS = 8  # actors whose own curves go to TensorBoard (actor_0/ ... actor_7/)
 _WAIT_SLICE_S = 1.0  # longest a blocked process sleeps before checking whether the run stopped
 
@@ -759,7 +764,7 @@ def run_distributed_training_iterations(
     asynchronous ones fill the bounded queue and then wait: no message is ever lost or double-counted.
     """
     eval_stats = trackers.PhaseStats()
-    learner_steps = 0
+    last_learner_log = loop_state.train_env_steps // LEARNER_LOG_INTERVAL
     for iteration in range(loop_state.next_iteration, num_iterations):
         phase_start_steps = loop_state.train_env_steps
         phase_start_time = time.perf_counter()
@@ -782,8 +787,9 @@ def run_distributed_training_iterations(
                     _log_actor_message(logger, message, loop_state.train_env_steps, train_returns)
                 learner.learn(payloads)
                 actor_pool.publish(learner.shared_module)
-                learner_steps += 1
-                if learner_steps % LEARNER_STATISTICS_INTERVAL == 0:
+                # By env steps, not learner steps: a PPO step takes ~1k env steps, an IMPALA one ~32.
+                if loop_state.train_env_steps // LEARNER_LOG_INTERVAL > last_learner_log:
+                    last_learner_log = loop_state.train_env_steps // LEARNER_LOG_INTERVAL
                     logger.scalars("learner", learner.statistics, loop_state.train_env_steps)
         train_steps = loop_state.train_env_steps - phase_start_steps
         train_steps_per_second = train_steps / max(time.perf_counter() - phase_start_time, 1e-9)

@@ -145,12 +145,17 @@ def test_run_keeps_the_newest_replay_file_and_resume_restores_it(tmp_path, capsy
         stop_when_solved=False,
     )
     dqn_train.main(config)
-    files = sorted(os.listdir(tmp_path / "checkpoints"))
-    assert files == ["DQN_CartPole-v1_0.ckpt", "DQN_CartPole-v1_1.ckpt", "DQN_CartPole-v1_1.replay.npz"]
-    saved = checkpoint.load_arrays(str(tmp_path / "checkpoints" / "DQN_CartPole-v1_1.replay.npz"))
+    (run_folder,) = os.listdir(tmp_path / "checkpoints")
+    folder = tmp_path / "checkpoints" / run_folder
+
+    def replay_files():
+        return sorted(name for name in os.listdir(folder) if name.endswith(".replay.npz"))
+
+    assert "DQN_CartPole-v1_1.ckpt" in os.listdir(folder)
+    assert replay_files() == ["DQN_CartPole-v1_1.replay.npz"]  # iteration 0's was deleted
+    saved = checkpoint.load_arrays(str(folder / "DQN_CartPole-v1_1.replay.npz"))
     assert int(saved["replay/num_added"]) == 600  # one-step DQN: one transition per env step
     capsys.readouterr()
     dqn_train.main(dataclasses.replace(config, num_iterations=3, resume=True))
     assert "restored 600 transitions" in capsys.readouterr().err
-    assert "DQN_CartPole-v1_1.replay.npz" not in os.listdir(tmp_path / "checkpoints")
-    assert "DQN_CartPole-v1_2.replay.npz" in os.listdir(tmp_path / "checkpoints")
+    assert replay_files() == ["DQN_CartPole-v1_2.replay.npz"]
