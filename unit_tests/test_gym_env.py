@@ -179,6 +179,29 @@ def test_frame_cap_mid_skip_gives_the_final_screen(frames_into_last_step):
     assert not np.array_equal(observation[-1], observation[-2])  # not the previous step's screen
 
 
+def test_frame_cap_at_the_end_of_a_skip_max_pools_the_last_two_frames():
+    env = gym_env.create_atari_environment("Pong", seed=0, noop_max=0)
+    ale = env.unwrapped.ale
+    ale.setInt("max_num_frames_per_episode", 10_000)
+    env.reset(seed=0)
+    ale.setInt("max_num_frames_per_episode", ale.getEpisodeFrameNumber() + 4 * 51)
+    env.reset(seed=0)
+    for _ in range(50):
+        env.step(2)
+    # Play the 51st step's 4 frames by hand to read frames 3 and 4, then rewind and let the env play it.
+    state = ale.cloneState()
+    for _ in range(3):
+        ale.act(env.unwrapped._action_set[2])
+    frame_3 = ale.getScreenGrayscale()
+    ale.act(env.unwrapped._action_set[2])
+    frame_4 = ale.getScreenGrayscale()
+    ale.restoreState(state)
+    observation, _, terminated, truncated, _ = env.step(2)
+    assert truncated and not terminated
+    pooled = cv2.resize(np.maximum(frame_3, frame_4), (84, 84), interpolation=cv2.INTER_AREA)
+    np.testing.assert_array_equal(observation[-1], pooled)
+
+
 def test_atari_observation_is_stack_of_uint8_frames():
     env = gym_env.create_atari_environment("Pong", seed=0)
     obs, _ = env.reset(seed=0)
