@@ -56,15 +56,15 @@ def test_resumed_agent_with_saved_replay_learns_exactly_as_the_uninterrupted_one
     config_cls = getattr(train, AGENTS[package])
     config = config_cls(
         environment_name="Pong",
-        replay_capacity=120,  # smaller than the 200 steps before the save: the rings have wrapped
-        min_replay_size=40,
+        replay_capacity=60,  # smaller than the 100 steps before the save: the rings have wrapped
+        min_replay_size=30,
         batch_size=8,
         learn_interval=1,
         target_network_update_period=10,
         **({"n_step": 3} if "n_step" in {f.name for f in dataclasses.fields(config_cls)} else {}),
     )
-    stream = _timesteps(260, seed=5)
-    before, after = stream[:200], stream[200:]
+    stream = _timesteps(140, seed=5)
+    before, after = stream[:100], stream[100:]
     after = [after[0]._replace(first=True, reward=0.0, terminated=False)] + after[1:]  # a new episode
 
     uninterrupted = _build(package, config)
@@ -80,12 +80,12 @@ def test_resumed_agent_with_saved_replay_learns_exactly_as_the_uninterrupted_one
     resumed = _build(package, config)
     resumed.load_state_dict(checkpoint.load_checkpoint(path, "AGENT", "Pong")["agent"])
     resumed.replay_writer.load_state_arrays(checkpoint.load_arrays(checkpoint.replay_path(path)))
-    assert resumed.replay_writer.replay.size == 120
+    assert resumed.replay_writer.replay.size == 60
     actual = _continue(resumed, after)
 
     # Same batches from the same replay and generator states: the very same losses, bit for bit.
     learned = sum(not timestep.first for timestep in after)  # one gradient step per non-first step
-    assert learned > 50 and len(expected) == learned
+    assert learned > 30 and len(expected) == learned
     assert actual == expected
 
 
