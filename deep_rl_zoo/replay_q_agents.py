@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import optimization
+from deep_rl_zoo import optimization, run_support
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo.config import RunConfig, field
 from deep_rl_zoo.errors import require
@@ -45,6 +45,7 @@ class ReplayQConfig(RunConfig):
     learn_interval: int = field(4, "Env steps between two gradient steps.")
     target_network_update_period: int = field(125, "Gradient steps between two target-network copies.")
     max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
+    checkpoint_replay: bool = run_support.checkpoint_replay_field()
     hidden_sizes: tuple[int, ...] = field((128, 128), "Hidden layer sizes of the MLP (classic control).")
 
     def __post_init__(self):

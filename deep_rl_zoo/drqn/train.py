@@ -56,7 +56,7 @@ class DrqnConfig(replay_q_agents.EpsilonGreedyConfig):
     n_step: int = field(5, "Steps of the bootstrapped return (1 is the paper's one-step target).")
     hidden_sizes: tuple[int, ...] = field((128,), "Hidden layer sizes of the MLP before the LSTM (classic).")
     obscure_probability: float = field(
-        0.0, "Blank each observation with this probability (0.5 on Atari = the paper's flickering games)."
+        0.0, "Blank each new screen with this probability (0.5 on Atari = the paper's flickering games)."
     )
 
     def __post_init__(self):
@@ -68,6 +68,9 @@ class DrqnConfig(replay_q_agents.EpsilonGreedyConfig):
         for name in ("unroll_length", "lstm_size"):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
         require(self.burn_in >= 0, f"--burn_in must be >= 0, got {self.burn_in}")
+        require(
+            not self.checkpoint_replay, "--checkpoint_replay is not available for DRQN's sequence replay yet"
+        )
         require(
             self.sequence_length <= self.replay_capacity,
             f"--burn_in + --unroll_length + 1 = {self.sequence_length} is larger than "
