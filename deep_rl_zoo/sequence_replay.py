@@ -125,6 +125,7 @@ class ReplayedSequences(NamedTuple):
     core_state: tuple  # (h [B, H], c [B, H]): the stored LSTM state before step 0 of each sequence
     indices: np.ndarray  # [B] slots, for `update_priorities`
     weights: np.ndarray  # [B] float32 importance-sampling weights, max 1
+    steps: np.ndarray  # [T, B] int64 step numbers (in the order steps were added, over all actors)
 
 
 class _StoredSequence(NamedTuple):
@@ -287,6 +288,7 @@ class PrioritizedSequenceReplay:
             core_state=(sample.items.h, sample.items.c),
             indices=sample.indices,
             weights=sample.weights,
+            steps=sample.items.steps.T[s - 1 :],
         )
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:

@@ -76,7 +76,9 @@ def r2d2_td_errors(
       rescaling_eps: h's linear term.
     """
     if q_online.shape != q_target.shape or q_online.dim() != 3:
-        raise ValueError(f"q_online {tuple(q_online.shape)} and q_target {tuple(q_target.shape)} must be [L+1, B, A]")
+        raise ValueError(
+            f"q_online {tuple(q_online.shape)} and q_target {tuple(q_target.shape)} must be [L+1, B, A]"
+        )
     if a_tm1.shape != (q_online.shape[0] - 1, q_online.shape[1]):
         raise ValueError(f"a_tm1 {tuple(a_tm1.shape)} must be [L, B] for q {tuple(q_online.shape)}")
     if a_tm1.dtype != torch.int64:
@@ -84,9 +86,7 @@ def r2d2_td_errors(
     with torch.no_grad():
         selected = q_online.detach().argmax(dim=-1, keepdim=True)  # [L + 1, B, 1]
         values = q_target.gather(-1, selected).squeeze(-1)  # [L + 1, B]
-        target = multistep.transformed_n_step_returns(
-            r_t, discount_t, valid_t, values, n_step, rescaling_eps
-        )
+        target = multistep.transformed_n_step_returns(r_t, discount_t, valid_t, values, n_step, rescaling_eps)
     mask = valid_t.to(q_online.dtype)
     q_a = q_online[:-1].gather(-1, a_tm1.unsqueeze(-1)).squeeze(-1)  # [L, B]
     return R2d2Extra(td_error=(target - q_a) * mask, target=target, mask=mask)
@@ -237,7 +237,9 @@ class R2d2:
           max_grad_norm: global gradient-norm clip; 0 disables.
         """
         if not 0 <= burn_in <= replay.sequence_length - 2:
-            raise ValueError(f"burn_in {burn_in} leaves no transition in sequences of {replay.sequence_length}")
+            raise ValueError(
+                f"burn_in {burn_in} leaves no transition in sequences of {replay.sequence_length}"
+            )
         self._network = network
         self._target_network = copy.deepcopy(network).requires_grad_(False)
         self._optimizer = optimizer

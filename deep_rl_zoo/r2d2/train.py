@@ -55,7 +55,9 @@ class R2d2Config(run_support.DistributedConfig):
     importance_sampling_exponent: float = field(0.6, "beta of the importance-sampling weights.")
     priority_eta: float = field(0.9, "A sequence's priority: eta max |td| + (1 - eta) mean |td|.")
     value_rescaling_eps: float = field(1e-3, "The linear term of the value rescaling h.")
-    actor_epsilon: float = field(0.4, "Ape-X actor epsilons: actor_epsilon^(1 + actor_epsilon_alpha i / (N-1)).")
+    actor_epsilon: float = field(
+        0.4, "Ape-X actor epsilons: actor_epsilon^(1 + actor_epsilon_alpha i / (N-1))."
+    )
     actor_epsilon_alpha: float = field(7.0, "Ape-X actor epsilons' spread (see --actor_epsilon).")
     eval_exploration_epsilon: float = field(0.0, "Epsilon of the greedy evaluation.")
     max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
@@ -96,7 +98,12 @@ class R2d2Config(run_support.DistributedConfig):
         for name in ("discount", "priority_eta", "actor_epsilon", "eval_exploration_epsilon"):
             value = getattr(self, name)
             require(0.0 <= value <= 1.0, f"--{name} must be in [0, 1], got {value}")
-        for name in ("priority_exponent", "importance_sampling_exponent", "actor_epsilon_alpha", "max_grad_norm"):
+        for name in (
+            "priority_exponent",
+            "importance_sampling_exponent",
+            "actor_epsilon_alpha",
+            "max_grad_norm",
+        ):
             value = getattr(self, name)
             require(value >= 0.0, f"--{name} must be >= 0, got {value}")
 
