@@ -92,6 +92,35 @@ def r2d2_td_errors(
     return R2d2Extra(td_error=(target - q_a) * mask, target=target, mask=mask)
 
 
+def sequence_q_values(
+    network: DrqnNetwork,
+    target_network: DrqnNetwork,
+    observation: torch.Tensor,
+    first: torch.Tensor,
+    stored_state: tuple[torch.Tensor, torch.Tensor],
+    burn_in: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both networks' outputs on the learned part of replayed sequences, each network unrolled from the
+    sequences' stored LSTM state through the burn-in (without gradients) first.
+
+    Args:
+      observation: [T, B, ...]; first: [T, B] bool (the state is zeroed before a `first` step).
+      stored_state: (h, c), each [1, B, H]: the actors' state before step 0.
+      burn_in: b, steps that only warm up the state.
+
+    Returns:
+      (q_online [T - b, B, A] with gradients, q_target [T - b, B, A] without).
+    """
+    with torch.no_grad():
+        # The target network runs through burn-in and learned steps in one go, from the same stored state.
+        q_target = unroll(target_network, observation, stored_state, first).q_values[burn_in:]
+        online_state = stored_state
+        if burn_in > 0:
+            online_state = unroll(network, observation[:burn_in], stored_state, first[:burn_in]).hidden_state
+    q_online = unroll(network, observation[burn_in:], online_state, first[burn_in:]).q_values
+    return q_online, q_target
+
+
 class R2d2Actor:
     """Acts epsilon-greedily with its copy of the Q-network (its epsilon fixed for the whole run),
     carrying the LSTM state through the episodes, and sends every `period` env steps a block of them.
@@ -302,13 +331,9 @@ class R2d2:
         observation, first = to(batch.observation), to(batch.first, torch.bool)
         stored_state = tuple(to(x, torch.float32)[None] for x in batch.core_state)  # each [1, B, H]
         b = self._burn_in
-        with torch.no_grad():
-            # The target network runs through burn-in and learned steps in one go, from the same stored state.
-            q_target = unroll(self._target_network, observation, stored_state, first).q_values[b:]
-            online_state = stored_state
-            if b > 0:
-                online_state = unroll(self._network, observation[:b], stored_state, first[:b]).hidden_state
-        q_online = unroll(self._network, observation[b:], online_state, first[b:]).q_values  # [L + 1, B, A]
+        q_online, q_target = sequence_q_values(
+            self._network, self._target_network, observation, first, stored_state, b
+        )  # each [L + 1, B, A]
 
         # Transition k: o_k -> o_{k+1}, k = b .. T-2; its reward and discount are those of arriving in o_{k+1}.
         extra = r2d2_td_errors(
