@@ -4,7 +4,6 @@ which evaluates, burn-in from the stored state, masks, priorities, target period
 script (Atari included), resume, bad input, and a learning test on CartPole."""
 
 import csv
-import dataclasses
 import os
 
 import numpy as np
@@ -524,22 +523,23 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
 
 @pytest.mark.learning
 def test_r2d2_learns_cartpole(tmp_path):
-    """Guards the whole learning path (actors' blocks, replay, burn-in, targets, priorities): a broken
-    piece leaves the greedy return near a random policy's 22."""
-    config = dataclasses.replace(
-        _config(tmp_path),
+    """Guards the whole learning path (actors' blocks, replay, burn-in from stored states, transformed
+    double-Q targets, priorities, target copies): a broken piece leaves the greedy return near a random
+    policy's 22. The default classic flags (4 actors) reached greedy means of 169 and 187 after 5k env
+    steps on seeds 1 and 2 (the runs of README's results table), so 100 leaves room for the actors'
+    timing, which makes asynchronous runs differ from one run to the next."""
+    config = train.R2d2Config(
         num_iterations=1,
-        num_train_steps=4_000,
+        num_train_steps=5_000,
         num_eval_steps=1_000,
-        sequence_length=train.R2d2Config.sequence_length,
-        burn_in=train.R2d2Config.burn_in,
-        min_replay_size=train.R2d2Config.min_replay_size,
-        batch_size=train.R2d2Config.batch_size,
-        replay_capacity=train.R2d2Config.replay_capacity,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
     )
     train.main(config)
     with open(tmp_path / "runs" / "R2D2_CartPole-v1" / "results.csv") as f:
         last_eval = float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
     assert last_eval >= 100, (
-        f"R2D2 reached a greedy mean return of only {last_eval} on CartPole-v1 in 4k steps"
+        f"R2D2 reached a greedy mean return of only {last_eval} on CartPole-v1 in 5k steps"
     )
