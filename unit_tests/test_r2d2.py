@@ -401,6 +401,42 @@ def test_actor_sends_blocks_with_the_state_before_their_first_step():
     np.testing.assert_allclose(second_block.reward, [1.0, 0.0])
 
 
+def test_atari_sequences_replay_exactly_the_stacks_the_actor_saw():
+    """Pong with episodes cut at 30 steps (so sequences cross episode starts): every replayed
+    observation equals the env's own frame stack at that step."""
+    from deep_rl_zoo import gym_env
+    from deep_rl_zoo.main_loop import run_env_loop
+
+    env = gym_env.create_atari_environment("Pong", seed=3, max_episode_steps=30)
+    network = train.build_network({"lstm_size": 8, "head_hidden_sizes": ()}, env.observation_space.shape, 6)
+    link = _FakeLink()
+    actor = agent.R2d2Actor(
+        network=network,
+        link=link,
+        num_actions=6,
+        epsilon=1.0,
+        period=4,
+        image_observations=True,
+        rng=np.random.default_rng(0),
+        device=torch.device("cpu"),
+        agent_name="R2D2",
+    )
+    seen = []
+    for timestep, _ in run_env_loop(env, actor, seed=3):
+        seen.append(np.asarray(timestep.observation))
+        if len(seen) == 72:
+            break
+    env.close()
+    replay = PrioritizedSequenceReplay(1000, 8, 1.0, np.random.default_rng(0), stack_size=4)
+    for block in link.sent:
+        replay.add_block(block)
+    slots, batch = _all_sequences(replay)
+    assert len(slots) == 72 // 4 - 1
+    for k in slots.values():
+        for t in range(8):
+            np.testing.assert_array_equal(batch.observation[t, k], seen[int(batch.steps[t, k])])
+
+
 # ----------------------------------------------------------------------------------------------------
 # Configuration
 
