@@ -24,6 +24,12 @@ per env step received. Each gradient step, for a batch of sequences:
   a new sequence enters with the largest priority seen so far (as in prioritized replay; the paper's
   actors computed a first priority themselves, which costs each actor a second network here);
 - the target network is a copy of the online one every `target_network_update_period` gradient steps.
+
+Differences from the paper, on purpose: sequences may cross an episode's end (the paper pads them
+instead); the LSTM state is zeroed at the new episode's first step and the transition into it is
+masked, so nothing is learned across the boundary. The head is a ReLU layer and a plain Q layer where
+the paper has a dueling head. Importance-sampling weights (exponent 0.6) are applied: the paper's
+table lists 0.6 while its text says they were dropped; `--importance_sampling_exponent=0` drops them.
 """
 
 import copy
