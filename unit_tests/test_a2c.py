@@ -95,12 +95,11 @@ def test_termination_inside_an_unroll_changes_the_loss(tmp_path):
     assert loss_plain.item() != pytest.approx(loss_terminated.item())
 
 
-def test_learner_refuses_data_of_old_parameters(tmp_path):
-    learner = train.build_learner(
-        _config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu"), False
-    ).learner
-    with pytest.raises(RuntimeError, match="A2C is synchronous"):
-        learner.learn([_unroll(0, version=1), _unroll(1, version=0)])
+@pytest.mark.parametrize("gradients_from_actors", [False, True])
+def test_learners_declare_themselves_on_policy(tmp_path, gradients_from_actors):
+    # The loop then gives them only data of the newest parameters (test_distributed checks the loop).
+    config, cpu = _config(tmp_path), torch.device("cpu")
+    assert train.build_learner(config, gym.make("CartPole-v1"), cpu, gradients_from_actors).learner.on_policy
 
 
 def test_continuous_env_is_a_config_error(tmp_path):
@@ -114,9 +113,10 @@ def test_run_classic_resume_and_eval_agent(tmp_path, gradients_from_actors):
     main = train.main_grad if gradients_from_actors else train.main
     name = "A2C-grad" if gradients_from_actors else "A2C"
     state = main(_config(tmp_path, num_iterations=1))
-    assert state.train_env_steps >= 48
+    # A phase ends on the learner step (2 actors x 8 steps) nearest to 48 env steps: within 8 of it.
+    assert abs(state.train_env_steps - 48) <= 8
     resumed = main(_config(tmp_path, num_iterations=2, resume=True))
-    assert resumed.next_iteration == 2 and resumed.train_env_steps >= 2 * 48
+    assert resumed.next_iteration == 2 and abs(resumed.train_env_steps - 2 * 48) <= 2 * 8
     assert os.path.isfile(tmp_path / "checkpoints" / f"{name}_CartPole-v1" / f"{name}_CartPole-v1_1.ckpt")
     returns = eval_agent.main(
         eval_agent.A2cEvalConfig(
@@ -148,12 +148,21 @@ def test_run_atari_smoke(tmp_path, gradients_from_actors):
         }
     )
     state = (train.main_grad if gradients_from_actors else train.main)(config)
-    assert state.train_env_steps >= 10
+    assert abs(state.train_env_steps - 10) <= 5  # the learner-step boundary nearest 10 (steps of 2 x 5)
 
 
 @pytest.mark.learning
 @pytest.mark.parametrize("gradients_from_actors", [False, True])
 def test_a2c_learns_cartpole(tmp_path, gradients_from_actors):
+    """Guards the whole A2C / A2C-grad loop (actors, unrolls, learner, publication): a wiring bug that
+    the unit tests miss shows up as a run that never solves.
+
+    Threshold: the env's own, a greedy mean of 475 over the 10 episodes of a 5,000-step evaluation (not
+    a low bar that a half-trained policy clears by luck). Budget: 100k env steps, evaluated every 25k,
+    is what the slowest of the three measured seeds needed (README: seeds 1-3 solve at 25k, 25k, 100k
+    with these defaults); the run is synchronous, so seed 1 (the default, not picked) repeats its 25k
+    exactly. A2C-grad takes the same mean-gradient steps up to how episode ends split the unrolls.
+    """
     config = _config(
         tmp_path,
         num_iterations=4,

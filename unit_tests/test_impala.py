@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint
+from deep_rl_zoo import checkpoint, unrolls
 from deep_rl_zoo.config import EvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.impala import eval_agent, run_atari, train
-from deep_rl_zoo.impala.agent import ImpalaActor, ImpalaUnroll
+from deep_rl_zoo.impala.agent import ImpalaActingPolicy
 from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic, ImpalaResNetTorso
 from deep_rl_zoo.types_ import TimeStep
 
@@ -81,14 +81,17 @@ def _timestep(observation, reward=0.0, terminated=False, truncated=False, first=
 def test_actor_sends_behaviour_logits_first_flags_and_the_initial_lstm_state_without_waiting():
     network = ImpalaActorCritic((3,), num_actions=2, hidden_sizes=(8,), lstm_size=4)
     link = _FakeLink()
-    actor = ImpalaActor(
-        network=network,
+    actor = unrolls.UnrollActor(
+        policy=ImpalaActingPolicy(network, torch.device("cpu")),
         link=link,
+        action_space=gym.spaces.Discrete(2),
         observation_space=gym.spaces.Box(-1, 1, (3,)),
         unroll_length=3,
         rng=np.random.default_rng(0),
         device=torch.device("cpu"),
         agent_name="IMPALA",
+        wait_for_parameters=False,
+        record_behaviour=True,
     )
     stream = [
         _timestep(0, first=True),
@@ -107,9 +110,11 @@ def test_actor_sends_behaviour_logits_first_flags_and_the_initial_lstm_state_wit
     assert first.first.tolist() == [True, False, False, True]
     assert first.valid.tolist() == [True, True, False]
     assert first.behaviour_logits.shape == (3, 2) and first.behaviour_logits.dtype == np.float32
+    assert np.all(first.behaviour_logits[2] == 0)  # s=2 ended the episode: no action was sampled there
     assert np.all(first.core_state[0] == 0)  # the run starts from a zero state
     assert second.observation[:, 0].tolist() == [10, 11, 12, 13]
-    # The second unroll carries the state before s=10 was read: that of the end of episode 1, non-zero.
+    # The second unroll carries the state before s=10 was read (after s=1, the last state the network
+    # read): non-zero, and reset by the learner's network anyway since s=10 is `first`.
     assert second.core_state[0].shape == (4,) and np.any(second.core_state[0] != 0)
 
 
@@ -144,7 +149,7 @@ def _random_unroll(actor_index, version, length=8, lstm_size=0):
     terminated[2] = True
     first = np.zeros(length + 1, bool)
     first[[0, 4]] = True
-    return ImpalaUnroll(
+    return unrolls.Unroll(
         actor_index=actor_index,
         parameter_version=version,
         observation=rng.standard_normal((length + 1, 4)).astype(np.float32),
@@ -160,16 +165,14 @@ def _random_unroll(actor_index, version, length=8, lstm_size=0):
 
 
 @pytest.mark.parametrize("lstm_size", [0, 8])
-def test_learner_takes_a_step_from_off_policy_unrolls_and_reports_the_lag(tmp_path, lstm_size):
+def test_learner_takes_a_step_from_off_policy_unrolls(tmp_path, lstm_size):
     config = _config(tmp_path, lstm_size=lstm_size)
     learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
     before = [p.detach().clone() for p in learner.shared_module.parameters()]
     learner.learn([_random_unroll(0, 1, lstm_size=lstm_size), _random_unroll(1, 1, lstm_size=lstm_size)])
     learner.learn([_random_unroll(0, 1, lstm_size=lstm_size), _random_unroll(1, 2, lstm_size=lstm_size)])
     assert any(not torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
-    statistics = learner.statistics
-    # Second step: the learner is at version 2; the unrolls were of versions 1 and 2: lag (1 + 0) / 2.
-    assert statistics["mean_parameter_lag"] == pytest.approx(0.5)
+    statistics = learner.statistics  # (the loop reports the actors' lag: test_distributed)
     assert statistics["learner_steps"] == 2 and statistics["env_steps_learned"] == 32
     assert np.isfinite(statistics["loss"]) and 0 < statistics["mean_clipped_rho"] <= config.rho_bar
 
@@ -202,7 +205,8 @@ def test_continuous_env_is_a_config_error(tmp_path):
 @pytest.mark.smoke
 def test_run_classic_resume_then_eval_agent(tmp_path):
     state = train.main(_config(tmp_path, num_iterations=1, lstm_size=8))
-    assert state.next_iteration == 1 and state.train_env_steps >= 64
+    # The phase ends on the learner step (2 unrolls of 8 steps) nearest to 64 env steps: within 8 of it.
+    assert state.next_iteration == 1 and abs(state.train_env_steps - 64) <= 8
     saved = checkpoint.load_checkpoint(
         str(tmp_path / "checkpoints" / "IMPALA_CartPole-v1" / "IMPALA_CartPole-v1_0.ckpt"),
         "IMPALA",
@@ -248,7 +252,7 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
         }
     )
     state = train.main(config)
-    assert state.train_env_steps >= 16
+    assert abs(state.train_env_steps - 16) <= 8  # the learner-step boundary nearest 16 (steps of 2 x 8)
     assert os.path.isfile(tmp_path / "checkpoints" / "IMPALA_Pong" / "IMPALA_Pong_0.ckpt")
 
 
@@ -258,6 +262,16 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
 
 @pytest.mark.learning
 def test_impala_learns_cartpole(tmp_path):
+    """Guards that the whole IMPALA loop learns (asynchronous actors, behaviour logits, V-trace
+    learner) within a budget CI can afford; the wiring tests check the V-trace inputs exactly.
+
+    Threshold: the *last* greedy evaluation (1,000 env steps, not the best of the four) at >= 150 after
+    60k env steps, where a uniformly random policy scores about 22. Measured with exactly this
+    configuration on 2026-12-01 (load ~20): seed 1 ended at 238 and 294 on two runs, seed 2 at 500.
+    The evaluations swing (seed 1 read 36, 150, 434, 238 on one run and 500, 267, 218, 294 on the other:
+    the actors are asynchronous, so the same seed varies), which is why the bar sits below the lowest
+    final value measured rather than at the env's 475 (reached at 120-180k, README).
+    """
     config = _config(
         tmp_path,
         num_iterations=4,
@@ -267,8 +281,8 @@ def test_impala_learns_cartpole(tmp_path):
         unroll_length=train.ImpalaConfig.unroll_length,
         batch_size=train.ImpalaConfig.batch_size,
     )
-    train.main(config)
-    with open(tmp_path / "runs" / "IMPALA_CartPole-v1" / "results.csv") as f:
+    state = train.main(config)
+    with open(os.path.join(state.run_dir, "results.csv")) as f:
         last_eval = float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
     # A uniformly random policy scores about 22; 150 is clearly learned (475 is reached near 100k steps).
     assert last_eval >= 150, (

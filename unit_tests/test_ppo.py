@@ -201,12 +201,10 @@ def _random_unroll(actor_index, version, length=8):
     )
 
 
-def test_learner_refuses_unrolls_of_old_parameters(tmp_path):
-    config = _config(tmp_path)
-    learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
-    learner.learn([_random_unroll(0, 1), _random_unroll(1, 1)])
-    with pytest.raises(RuntimeError, match="actor 1 sent an unroll of parameters 1"):
-        learner.learn([_random_unroll(0, 2), _random_unroll(1, 1)])
+def test_learner_declares_itself_on_policy(tmp_path):
+    # The loop then gives it only unrolls of the newest parameters (test_distributed checks the loop).
+    learner = train.build_learner(_config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu")).learner
+    assert learner.on_policy is True
 
 
 def test_learner_moves_the_policy_and_anneals_the_learning_rate(tmp_path):
@@ -246,7 +244,8 @@ def test_discrete_env_for_the_continuous_script_is_a_config_error(tmp_path):
 @pytest.mark.smoke
 def test_run_classic_then_eval_agent(tmp_path):
     state = train.main(_config(tmp_path))
-    assert state.next_iteration == 2 and state.train_env_steps >= 128
+    # Each phase ends on the learner step (2 actors x 16 steps) nearest to 64 env steps: within 16 of it.
+    assert state.next_iteration == 2 and abs(state.train_env_steps - 2 * 64) <= 2 * 16
     for iteration in (0, 1):
         assert os.path.isfile(
             tmp_path / "checkpoints" / "PPO_CartPole-v1" / f"PPO_CartPole-v1_{iteration}.ckpt"
@@ -283,7 +282,7 @@ def test_run_atari_smoke(tmp_path):
         }
     )
     state = train.main(config)
-    assert state.train_env_steps >= 16
+    assert abs(state.train_env_steps - 16) <= 8  # the learner-step boundary nearest 16 (steps of 16)
     assert os.path.isfile(tmp_path / "checkpoints" / "PPO_Pong" / "PPO_Pong_0.ckpt")
 
 
@@ -340,6 +339,13 @@ def test_eval_agent_rebuilds_the_trained_architecture(tmp_path):
 
 @pytest.mark.learning
 def test_ppo_learns_cartpole(tmp_path):
+    """Guards the whole PPO loop (actors, unrolls, GAE, epochs of minibatches, learning-rate decay).
+
+    Threshold: the env's own, a greedy mean of 475 over the 10 episodes of a 5,000-step evaluation.
+    Budget: 100k env steps (the issue's target for PPO), evaluated every 10k; measured seeds 1-3 solve
+    at 10k, 61k and 61k (README), so the budget is not tuned to the one seed that passes. The run is
+    synchronous: seed 1, the default, repeats its 10k exactly (a few seconds).
+    """
     config = _config(
         tmp_path,
         num_iterations=10,  # the issue's 100k budget; the learning rate decays over it, as benchmarked
@@ -373,7 +379,7 @@ def test_run_continuous_trains_mujoco_and_box2d_tasks(tmp_path, environment_name
         "num_epochs": 1,
     }
     state = train.main(_config(tmp_path, **overrides), action_space="continuous")
-    assert state.train_env_steps >= 64
+    assert abs(state.train_env_steps - 64) <= 16  # the nearest boundary of 32-step learner steps
     assert os.path.isfile(
         tmp_path / "checkpoints" / f"PPO_{environment_name}" / f"PPO_{environment_name}_0.ckpt"
     )

@@ -14,7 +14,7 @@ from deep_rl_zoo import checkpoint, unrolls
 from deep_rl_zoo.config import EvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.sac import eval_agent, losses, run_atari, train
-from deep_rl_zoo.sac.agent import NonBlockingLink
+from deep_rl_zoo.types_ import TimeStep
 
 # ----------------------------------------------------------------------------------------------------
 # Losses
@@ -175,9 +175,15 @@ def test_learner_takes_its_share_of_gradient_steps_and_moves_the_policy(tmp_path
     assert statistics["alpha"] > 0 and np.isfinite(statistics["critic_loss"])
 
 
-def test_non_blocking_link_pulls_instead_of_waiting():
+def test_actor_pulls_parameters_after_each_chunk_instead_of_waiting():
     class Link:
         actor_index, parameter_version, pulls = 3, 7, 0
+
+        def __init__(self):
+            self.sent = []
+
+        def send(self, payload):
+            self.sent.append(payload)
 
         def pull_parameters(self):
             self.pulls += 1
@@ -185,10 +191,14 @@ def test_non_blocking_link_pulls_instead_of_waiting():
         def wait_for_new_parameters(self):
             raise AssertionError("SAC actors never wait")
 
-    link = Link()
-    wrapped = NonBlockingLink(link)
-    wrapped.wait_for_new_parameters()
-    assert link.pulls == 1 and wrapped.actor_index == 3 and wrapped.parameter_version == 7
+    link, env = Link(), gym.make("CartPole-v1")
+    config = train.SacConfig(unroll_length=2)
+    actor, _ = train.build_actor(config, env, torch.device("cpu"), link, seed=0)
+    observation = np.zeros(4, np.float32)
+    for t in range(5):  # s_0 ... s_4: chunks (s_0, s_1, s_2) and (s_2, s_3, s_4)
+        actor.step(TimeStep(observation, 0.0 if t == 0 else 1.0, False, False, t == 0, {}))
+    assert link.pulls == 2 and [chunk.actor_index for chunk in link.sent] == [3, 3]
+    assert [chunk.parameter_version for chunk in link.sent] == [7, 7]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -257,7 +267,7 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
         }
     )
     state = train.main(config)
-    assert state.train_env_steps >= 40
+    assert abs(state.train_env_steps - 40) <= 4  # the learner-step boundary nearest 40 (steps of 8)
     payload = checkpoint.load_checkpoint(
         str(tmp_path / "checkpoints" / "SAC_Pong" / "SAC_Pong_0.ckpt"), "SAC", "PongNoFrameskip-v4"
     )
@@ -270,6 +280,15 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
 
 @pytest.mark.learning
 def test_sac_learns_cartpole(tmp_path):
+    """Guards that the whole SAC loop learns (non-waiting actors, replay, twin soft critics, policy,
+    temperature), within a budget CI can afford; the wiring tests check the arithmetic.
+
+    Threshold: the *last* greedy evaluation (1,000 env steps, not the best of several) at >= 150, where
+    a uniformly random policy scores about 22. Measured with exactly this configuration on 2026-12-01
+    (load ~20): seed 1 ended at 218 and 315 on two runs, seed 2 at 228; the actors are asynchronous, so
+    the same seed varies from run to run, and 150 leaves room for that spread without admitting a
+    policy that has not learned. Reaching 475 takes 40-60k env steps (README), minutes on CI.
+    """
     config = _config(
         tmp_path,
         num_iterations=1,
@@ -280,8 +299,8 @@ def test_sac_learns_cartpole(tmp_path):
         min_replay_size=train.SacConfig.min_replay_size,
         batch_size=train.SacConfig.batch_size,
     )
-    train.main(config)
-    with open(tmp_path / "runs" / "SAC_CartPole-v1" / "results.csv") as f:
+    state = train.main(config)
+    with open(os.path.join(state.run_dir, "results.csv")) as f:
         last_eval = float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
     # A uniformly random policy scores about 22; 150 is clearly learned (475 is reached near 50k steps).
     assert last_eval >= 150, (
