@@ -44,6 +44,7 @@ from deep_rl_zoo import multistep, value_learning
 from deep_rl_zoo.drqn.agent import unroll
 from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.networks.value import DrqnNetwork
+from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, SequenceBlock
 from deep_rl_zoo.types_ import TimeStep
 
@@ -139,7 +140,7 @@ class R2d2Actor:
         self,
         *,
         network: DrqnNetwork,
-        link,
+        link: LearnerLink,
         num_actions: int,
         epsilon: float,
         period: int,

@@ -13,6 +13,7 @@ from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks import common
 from deep_rl_zoo.networks.value import DrqnNetwork
 from deep_rl_zoo.r2d2.agent import R2d2, R2d2Actor
+from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
 
 
@@ -164,7 +165,7 @@ def build_learner(config: R2d2Config, env: gym.Env, device: torch.device) -> run
     return run_support.DistributedAgents(learner, eval_actor)
 
 
-def build_actor(config: R2d2Config, env: gym.Env, device: torch.device, link, seed: int):
+def build_actor(config: R2d2Config, env: gym.Env, device: torch.device, link: LearnerLink, seed: int):
     """Runs in each actor process: a copy of the network, acting with the actor's own Ape-X epsilon."""
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     network = build_network(dataclasses.asdict(config), shape, num_actions).to(device).requires_grad_(False)
