@@ -23,14 +23,18 @@ import pickle
 import re
 import shutil
 import tempfile
+import zipfile
 from typing import Any
 
+import numpy as np
 import torch
 
 from deep_rl_zoo.errors import CheckpointError
 
 FORMAT = "deep_rl_zoo.checkpoint/1"
 SUFFIX = ".ckpt"
+REPLAY_SUFFIX = ".replay.npz"
+DISK_MARGIN_BYTES = 256 * 2**20  # left free after writing a replay file, for logs and checkpoints
 BEST = "best"  # `<stem>_best.ckpt`; also the --load_checkpoint_file value that picks it
 LATEST = "latest"  # the --load_checkpoint_file value that picks the newest iteration checkpoint
 
@@ -203,3 +207,67 @@ def load_checkpoint(path: str, agent_name: str, environment_name: str) -> dict[s
             f"{path} was trained on {payload.get('environment_name')}, not {environment_name}"
         )
     return payload
+
+
+def replay_path(checkpoint_file: str) -> str:
+    """`.../DQN_Pong_3.ckpt` -> `.../DQN_Pong_3.replay.npz`: an agent's replay, beside its checkpoint."""
+    return (
+        checkpoint_file[: -len(SUFFIX)] + REPLAY_SUFFIX
+        if checkpoint_file.endswith(SUFFIX)
+        else (checkpoint_file + REPLAY_SUFFIX)
+    )
+
+
+def save_arrays(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """Writes numpy arrays to one uncompressed `.npz` file, atomically (temporary file, then rename).
+
+    Only plain-dtype arrays are written (no object arrays), so `load_arrays` reads them back without
+    unpickling anything. The free disk space is checked first: a replay of Atari frames takes GBs.
+
+    Raises:
+      CheckpointError: not enough free space in the folder (with how much is needed), or an array
+        of Python objects.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    for name, array in arrays.items():
+        if np.asarray(array).dtype.hasobject:
+            raise CheckpointError(f"cannot save {name!r} to {path}: it holds Python objects")
+    needed = sum(np.asarray(array).nbytes for array in arrays.values()) + DISK_MARGIN_BYTES
+    free = shutil.disk_usage(directory).free
+    if free < needed:
+        raise CheckpointError(
+            f"not enough disk space to save the replay to {path}: it needs {needed / 2**30:.2f} GiB "
+            f"(with a {DISK_MARGIN_BYTES / 2**20:.0f} MiB margin), {free / 2**30:.2f} GiB are free; free "
+            "some space, or train without --checkpoint_replay"
+        )
+    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=REPLAY_SUFFIX, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_path, path)
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+        raise
+
+
+def load_arrays(path: str) -> dict[str, np.ndarray]:
+    """Reads a file `save_arrays` wrote; refuses pickled (object) arrays without running them.
+
+    Raises:
+      CheckpointError: no such file, a damaged file, or one holding pickled objects.
+    """
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no replay file at {path}")
+    if not zipfile.is_zipfile(path):  # numpy would take any other bytes for a pickle
+        raise CheckpointError(f"{path} is truncated or not a replay file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except ValueError as e:  # numpy's refusal of an object array
+        raise CheckpointError(f"refused to load {path}: it holds pickled objects ({e})") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise CheckpointError(f"{path} is truncated or not a replay file ({type(e).__name__})") from None

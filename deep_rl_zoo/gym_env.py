@@ -10,8 +10,9 @@ Atari wrapper order, innermost (emulator) first:
     gym.make(id, frameskip=1, repeat_action_probability=sticky, full_action_space=False)
       |  raw ALE emulator: 210x160 RGB, one emulator frame per step
       |-- RecordVideo            (optional) full-resolution frames of the first game
-    AtariPreprocessing           no-op starts, frame skip, max-pool of the last two frames,
-      |                          grayscale, resize to HxW; from here on one step = one agent decision
+    FinalScreenAtariPreprocessing  gymnasium's AtariPreprocessing (no-op starts, frame skip, max-pool
+      |                          of the last two frames, grayscale, resize to HxW), with the true
+      |                          last screen of a game; from here on one step = one agent decision
     FireOnReset                  (games whose action 1 is FIRE) press FIRE then action 2 after reset
     TimeLimit                    (optional) truncation after max_episode_steps agent steps
     RecordEpisodeStatistics      sees raw rewards and whole games  -> info["episode"]
@@ -344,6 +345,42 @@ class EpisodicLifeEnv(gym.Wrapper):
         return obs, info
 
 
+class FinalScreenAtariPreprocessing(AtariPreprocessing):
+    """gymnasium's `AtariPreprocessing`, whose last observation of a game is the emulator's last screen.
+
+    gymnasium's step stops repeating the action as soon as the game ends, and returns before reading
+    the screen: the last observation is then the previous step's. After a game over that is harmless
+    (nothing bootstraps from a terminal state), but ALE's frame cap (108,000 emulator frames) is a
+    truncation, and a truncation bootstraps from V(last observation). The cap counts emulator frames
+    from the reset, no-op starts included, so it usually falls in the middle of a frame skip.
+
+    This step re-reads the screen whenever the game ended. Max-pooling needs the frame before it,
+    read only when the step got to its second-to-last frame; if the game ended earlier the final
+    screen is pooled with itself:
+
+        frames played this step    4 (all)             1, 2 or 3 (cut short)
+        last observation           max(f3, f4)         the final frame alone
+
+    ale_py's C++ `AtariVectorEnv` (0.12.1) has the same fault: with `max_num_frames_per_episode` 301,
+    302 or 303 (1, 2 or 3 frames into Pong's 76th step), its last observation's newest frame equals
+    the previous step's; the zoo does not use it yet, and must re-check this before it does.
+    """
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        frame_before = self.ale.getEpisodeFrameNumber()
+        observation, reward, terminated, truncated, info = super().step(action)
+        if terminated or truncated:
+            frames_played = self.ale.getEpisodeFrameNumber() - frame_before
+            if self.grayscale_obs:
+                self.ale.getScreenGrayscale(self.obs_buffer[0])
+            else:
+                self.ale.getScreenRGB(self.obs_buffer[0])
+            if len(self.obs_buffer) > 1 and frames_played < self.frame_skip:
+                self.obs_buffer[1][...] = self.obs_buffer[0]
+            observation = self._get_obs()
+        return observation, reward, terminated, truncated, info
+
+
 def _sign(reward: SupportsFloat) -> float:
     """Reward clipping of Mnih et al. (2015): keeps only the sign. A named function so envs pickle."""
     return float(np.sign(float(reward)))
@@ -425,7 +462,7 @@ def create_atari_environment(
         render_mode=render_mode,
     )
     env = _record_first_episode(env, video_dir, video_name or environment_id)
-    env = AtariPreprocessing(
+    env = FinalScreenAtariPreprocessing(
         env,
         noop_max=noop_max,
         frame_skip=frame_skip,

@@ -228,6 +228,18 @@ class UniformReplay(Generic[ItemT]):
             array[slot] = value
         self._num_added += 1
 
+    def oldest_value(self, field_name: str) -> Any:
+        """The field `field_name` of the oldest item still stored (the next one overwritten when full).
+
+        Raises:
+          ValueError: the replay is empty.
+        """
+        if self.size == 0:
+            raise ValueError("an empty replay has no oldest item")
+        assert self._item_type is not None
+        slot = self._num_added % self._capacity if self._num_added >= self._capacity else 0
+        return self._storage[self._item_type._fields.index(field_name)][slot]
+
     def sample(self, batch_size: int) -> ItemT:
         """Returns `batch_size` items drawn uniformly with replacement, as one item of arrays
         `[batch_size, *field_shape]`."""
@@ -238,6 +250,47 @@ class UniformReplay(Generic[ItemT]):
         indices = self._rng.integers(0, self.size, size=batch_size)
         assert self._item_type is not None
         return self._item_type(*(array[indices] for array in self._storage))
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The stored items and the write position as plain numpy arrays (for `--checkpoint_replay`):
+        `num_added` and one `field/<name>` array of the `size` stored rows per item field. The item
+        type travels as its field names and is rebuilt by `load_state_arrays` from this replay's own
+        type, so loading never unpickles anything."""
+        if self._item_type is None:
+            return {"num_added": np.array(0, np.int64)}
+        arrays = {"num_added": np.array(self._num_added, np.int64)}
+        for name, array in zip(self._item_type._fields, self._storage, strict=True):
+            arrays[f"field/{name}"] = array[: self.size]
+        return arrays
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray], item_type: type) -> None:
+        """Restores what `state_arrays` returned; `item_type` is the NamedTuple the items are (e.g.
+        `Transition`). The sampling generator's state is the agent's to restore.
+
+        Raises:
+          ValueError: the arrays do not fit this replay (another capacity, fields or shapes).
+        """
+        num_added = int(arrays["num_added"])
+        size = min(num_added, self._capacity)
+        self._item_type, self._storage, self._num_added = None, [], 0
+        if num_added == 0:
+            return
+        names = item_type._fields
+        if sorted(f"field/{name}" for name in names) != sorted(k for k in arrays if k.startswith("field/")):
+            raise ValueError(f"the saved replay has other fields than {item_type.__name__} {names}")
+        for name in names:
+            if arrays[f"field/{name}"].shape[0] != size:
+                raise ValueError(
+                    f"the saved replay holds {arrays[f'field/{name}'].shape[0]} items in field {name!r}, "
+                    f"expected {size} (num_added {num_added}, capacity {self._capacity})"
+                )
+        self._item_type = item_type
+        for name in names:
+            saved = arrays[f"field/{name}"]
+            storage = np.zeros((self._capacity, *saved.shape[1:]), dtype=saved.dtype)
+            storage[:size] = saved
+            self._storage.append(storage)
+        self._num_added = num_added
 
     def _allocate(self, item: ItemT) -> None:
         if not hasattr(item, "_fields"):
@@ -338,6 +391,47 @@ class FrameStackStore:
         self._next_handle += 1
         return handle
 
+    def grow(self, capacity: int) -> None:
+        """Enlarges the ring to `capacity` slots, keeping every frame it holds and every handle's stack.
+
+        Slots are `handle % capacity`, so the kept frames are moved to their new slots (a copy of the
+        whole ring: meant to be rare, see `TransitionWriter`).
+        """
+        capacity = int(capacity)
+        if capacity <= self._capacity:
+            raise ValueError(f"capacity can only grow: {capacity} <= {self._capacity}")
+        kept = np.arange(max(0, self._next_handle - self._capacity), self._next_handle, dtype=np.int64)
+        frames = np.zeros((capacity, *self._frame_shape), dtype=np.uint8)
+        frames_since_first = np.zeros(capacity, dtype=np.uint8)
+        frames[kept % capacity] = self._frames[kept % self._capacity]
+        frames_since_first[kept % capacity] = self._frames_since_first[kept % self._capacity]
+        self._frames, self._frames_since_first, self._capacity = frames, frames_since_first, capacity
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The ring (each frame once, in slot order), its bookkeeping and the next handle."""
+        return {
+            "frames": self._frames,
+            "frames_since_first": self._frames_since_first,
+            "next_handle": np.array(self._next_handle, np.int64),
+        }
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restores what `state_arrays` returned, the ring's size included (it may have grown).
+
+        Raises:
+          ValueError: the frames have another shape than this store's.
+        """
+        frames = np.asarray(arrays["frames"])
+        if frames.shape[1:] != self._frame_shape or frames.dtype != np.uint8:
+            raise ValueError(
+                f"the saved frames are {frames.dtype} {frames.shape[1:]}, this store holds uint8 "
+                f"{self._frame_shape}"
+            )
+        self._frames = np.array(frames)  # a writable copy
+        self._frames_since_first = np.array(arrays["frames_since_first"], dtype=np.uint8)
+        self._capacity = frames.shape[0]
+        self._next_handle = int(arrays["next_handle"])
+
     def valid(self, handles: np.ndarray) -> np.ndarray:
         """bool [B]: whether every frame that `stacks` needs for each handle is still stored.
 
@@ -404,10 +498,11 @@ def frame_store_capacity(
     life, with terminal-on-life-loss) lasts at least L env steps, its L + 1 frames space episode
     starts, E <= D / (L + 1) + 1, hence E <= (C + n + L - 1) / L, which gives the margin above.
 
-    The length assumption only has to hold on average over the replay's span; Atari episodes and
-    lives last hundreds of steps. Should it fail (say thousands of one-step episodes), the oldest
-    transitions' handles become stale and `FrameStackStore.stacks` raises `StaleFrameHandleError`
-    rather than return wrong frames; `FrameStackStore.valid` lets an agent resample those.
+    The length assumption only has to hold on average over the replay's span; most Atari episodes
+    and lives last hundreds of steps, but not all (Breakout's lives under an untrained policy last
+    ~31). Should it fail, `TransitionWriter` grows the store before a frame still needed is
+    overwritten; a store used without it raises `StaleFrameHandleError` rather than return wrong
+    frames.
     """
     if min_episode_steps < 1:
         raise ValueError(f"min_episode_steps must be >= 1, got {min_episode_steps}")
@@ -611,6 +706,22 @@ class PrioritizedReplay(UniformReplay[ItemT]):
         """float64 [size]: priority^alpha of every stored item (for tests and debugging)."""
         return self._tree.values()[: self.size]
 
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        arrays = super().state_arrays()
+        arrays["priorities"] = self.priorities()  # after the exponent, as the tree holds them
+        arrays["max_priority"] = np.array(self._max_priority, np.float64)
+        return arrays
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray], item_type: type) -> None:
+        super().load_state_arrays(arrays, item_type)
+        priorities = np.asarray(arrays["priorities"], np.float64)
+        if priorities.shape != (self.size,):
+            raise ValueError(f"the saved replay has {priorities.shape} priorities for {self.size} items")
+        self._tree = SumTree(self._capacity)
+        if self.size:
+            self._tree.set(np.arange(self.size), priorities)
+        self._max_priority = float(arrays["max_priority"])
+
 
 class TransitionWriter:
     """What every replay-based Q agent does with a timestep: store it, n-step accumulated, frames once.
@@ -631,14 +742,68 @@ class TransitionWriter:
         self._accumulator = accumulator
 
     def add(self, timestep: TimeStep, action: Any) -> None:
-        stored = timestep.observation
-        if self.frame_store is not None:
-            stored = self.frame_store.add(timestep.observation[-1], timestep.first)
-        for transition in self._accumulator.step(timestep, stored, action):
+        if self.frame_store is None:
+            for transition in self._accumulator.step(timestep, timestep.observation, action):
+                self.replay.add(transition)
+            return
+        # The frame's handle is known before it is stored, so the transitions it completes go into the
+        # replay first: then the replay's oldest transition is final when the store makes room.
+        handle = self.frame_store.num_added
+        for transition in self._accumulator.step(timestep, handle, action):
             self.replay.add(transition)
+        self._keep_frames_of_oldest_transition(handle)
+        self.frame_store.add(timestep.observation[-1], timestep.first)
+
+    def _keep_frames_of_oldest_transition(self, new_handle: int) -> None:
+        """Grows the frame store when storing `new_handle` would overwrite a frame that the replay's
+        oldest transition (whose s_tm1 has the smallest handle) still needs.
+
+        `frame_store_capacity` sizes the store for episodes (or lives) of >= 32 env steps on average;
+        shorter ones (Breakout's first lives under a near-constant policy last ~31) leave more first
+        frames per transition than that margin holds. Rather than a stale handle hours into a run, the
+        ring then grows, by at least 1/32 of its size so that a growing run copies it rarely:
+
+            needed slots = new_handle - (s_tm1 of the oldest transition) + stack_size
+            (the oldest transition's stack reaches stack_size - 1 frames before its s_tm1)
+        """
+        store = self.frame_store
+        assert store is not None
+        if self.replay.size == 0:
+            return
+        needed = new_handle - int(self.replay.oldest_value("s_tm1")) + store.stack_size
+        if needed > store.capacity:
+            store.grow(max(needed, store.capacity + max(1, store.capacity // 32)))
 
     def reset(self) -> None:
         self._accumulator.reset()
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The replay's and the frame store's contents as plain arrays (`replay/...`, `frames/...`).
+
+        Pending n-step windows are not kept: a resumed run starts a new episode, which drops them.
+        """
+        arrays = {f"replay/{k}": v for k, v in self.replay.state_arrays().items()}
+        if self.frame_store is not None:
+            arrays.update({f"frames/{k}": v for k, v in self.frame_store.state_arrays().items()})
+        return arrays
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restores what `state_arrays` returned into this writer's replay and frame store.
+
+        Raises:
+          ValueError: the arrays come from a writer with or without a frame store where this one is
+            the other way, or do not fit the replay.
+        """
+        has_frames = any(k.startswith("frames/") for k in arrays)
+        if has_frames != (self.frame_store is not None):
+            raise ValueError(
+                "the saved replay " + ("stores" if has_frames else "does not store") + " Atari frames, this "
+                "agent's replay " + ("does not" if has_frames else "does")
+            )
+        self._accumulator.reset()
+        self.replay.load_state_arrays(_with_prefix(arrays, "replay/"), Transition)
+        if self.frame_store is not None:
+            self.frame_store.load_state_arrays(_with_prefix(arrays, "frames/"))
 
     def to_tensors(self, batch: Transition, device: torch.device) -> Transition:
         """A sampled batch as tensors: observations as stored (uint8 frames stay uint8), int64 actions,
@@ -653,6 +818,10 @@ class TransitionWriter:
             discount_t=torch.as_tensor(batch.discount_t, device=device, dtype=torch.float32),
             s_t=torch.as_tensor(s_t, device=device),
         )
+
+
+def _with_prefix(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    return {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
 
 
 def frame_store_for(

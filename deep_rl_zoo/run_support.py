@@ -19,7 +19,7 @@ import torch
 
 from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers
 from deep_rl_zoo.config import EvalConfig, RunConfig, field
-from deep_rl_zoo.errors import ConfigError, require
+from deep_rl_zoo.errors import CheckpointError, ConfigError, require
 from deep_rl_zoo.runtime.interface import ActorRuntime, DistributedLearner, LearnerLink
 from deep_rl_zoo.runtime.local import LocalActorRuntime
 from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
@@ -195,6 +195,8 @@ def train(
     agents = build_agents(train_env, device)
 
     loop_state = restore_or_start(config, agents.train_agent, resume)
+    if resume is not None and getattr(config, "checkpoint_replay", False):
+        restore_replay(config, agent_name, agents.train_agent, resume)
     logger, checkpoint_folder = open_run(config, agent_name, loop_state, resume)
     save = checkpoint_saver(config, agent_name, environment_id, agents.train_agent, checkpoint_folder)
     solved_return = solved_return_of(config, train_env)
@@ -290,14 +292,47 @@ def open_run(
     return logger, checkpoint_folder
 
 
+def checkpoint_replay_field() -> Any:
+    """The `checkpoint_replay` flag of the replay agents' configs (see `checkpoint_saver`)."""
+    return field(
+        False,
+        "Also save the replay (each Atari frame once) beside every checkpoint, so that --resume "
+        "continues exactly; only the newest iteration's replay file is kept.",
+    )
+
+
+def restore_replay(config: RunConfig, agent_name: str, agent: Any, resume: ResumePoint) -> None:
+    """--resume --checkpoint_replay: loads the replay file beside the resumed checkpoint, if there is one."""
+    path = checkpoint.replay_path(
+        checkpoint.checkpoint_path(
+            resume.checkpoint_folder, agent_name, config.environment_name, resume.payload["iteration"]
+        )
+    )
+    if not os.path.isfile(path):
+        print(f"--checkpoint_replay: no replay file {path}; the replay starts empty", file=sys.stderr)
+        return
+    try:
+        agent.replay_writer.load_state_arrays(checkpoint.load_arrays(path))
+    except ValueError as e:
+        raise CheckpointError(f"{path} does not fit this run's replay: {e}") from None
+    print(f"restored {agent.replay_writer.replay.size} transitions from {path}", file=sys.stderr)
+
+
 def checkpoint_saver(
     config: RunConfig, agent_name: str, environment_id: str, agent: Any, checkpoint_folder: str
 ) -> Callable[[int, main_loop.LoopState], str]:
     """save(iteration, loop_state) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with the run's flags,
-    and copies it to `<AGENT>_<env>_best.ckpt` when this iteration's evaluation is the best so far."""
+    and copies it to `<AGENT>_<env>_best.ckpt` when this iteration's evaluation is the best so far.
+
+    With `config.checkpoint_replay`, the agent's replay goes first to `<AGENT>_<env>_<iteration>.replay.npz`
+    (so a checkpoint never exists without its replay), then the checkpoint, then the previous
+    iterations' replay files are deleted (an Atari replay takes GBs).
+    """
 
     def save(iteration: int, state: main_loop.LoopState) -> str:
         path = checkpoint.checkpoint_path(checkpoint_folder, agent_name, config.environment_name, iteration)
+        if getattr(config, "checkpoint_replay", False):
+            checkpoint.save_arrays(checkpoint.replay_path(path), agent.replay_writer.state_arrays())
         checkpoint.save_checkpoint(
             path,
             agent_name,
@@ -310,6 +345,15 @@ def checkpoint_saver(
         if state.best_iteration == iteration:
             best = checkpoint.best_checkpoint_path(checkpoint_folder, agent_name, config.environment_name)
             checkpoint.copy_checkpoint(path, best)
+        if getattr(config, "checkpoint_replay", False):
+            for earlier in range(iteration):
+                earlier_path = checkpoint.replay_path(
+                    checkpoint.checkpoint_path(
+                        checkpoint_folder, agent_name, config.environment_name, earlier
+                    )
+                )
+                if os.path.exists(earlier_path):
+                    os.remove(earlier_path)
         return path
 
     return save

@@ -17,6 +17,7 @@ from deep_rl_zoo.drqn.obscured import ObscuredObservation
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.multistep import n_step_transitions
 from deep_rl_zoo.networks.value import DrqnNetwork
+from deep_rl_zoo.replay import FrameStackStore
 from deep_rl_zoo.sequence_replay import SequenceReplay, SequenceStep
 from deep_rl_zoo.types_ import TimeStep
 
@@ -227,6 +228,63 @@ def test_obscured_observation_blanks_whole_observations_at_the_given_rate():
     assert 60 <= blank <= 140  # about half of 200
     with pytest.raises(ValueError, match="probability"):
         ObscuredObservation(gym.make("CartPole-v1"), probability=1.5)
+
+
+class _CountingFramesEnv(gym.Env):
+    """2x2 frames filled with 1, 2, 3, ... (never 0, so a blank frame is easy to tell); episodes of 5."""
+
+    observation_space = gym.spaces.Box(0, 255, shape=(2, 2), dtype=np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self._counter, self._t = 0, 0
+
+    def _frame(self):
+        self._counter += 1
+        return np.full((2, 2), self._counter % 250 + 1, np.uint8)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._frame(), {}
+
+    def step(self, action):
+        self._t += 1
+        return self._frame(), 0.0, self._t == 5, False, {}
+
+
+def test_obscured_frame_stacks_are_what_the_replay_rebuilds_from_newest_frames():
+    # DRQN stores only each observation's newest frame; the learner's stacks must be the actor's.
+    # Blanking the whole stack (as before) broke this: a shown frame became blank in later stacks.
+    stack_size = 4
+    env = ObscuredObservation(
+        gym.wrappers.FrameStackObservation(_CountingFramesEnv(), stack_size, padding_type="reset"), 0.5
+    )
+    store = FrameStackStore(capacity=1000, frame_shape=(2, 2), stack_size=stack_size)
+    mixed = 0
+    observation, _ = env.reset(seed=3)
+    first = True
+    for _ in range(200):
+        handle = store.add(observation[-1], first)
+        np.testing.assert_array_equal(store.stacks(np.array([handle]))[0], observation)
+        blank_frames = (observation.reshape(stack_size, -1) == 0).all(axis=1)
+        mixed += bool(blank_frames.any() and not blank_frames.all())
+        observation, _, terminated, truncated, _ = env.step(0)
+        first = False
+        if terminated or truncated:
+            handle = store.add(observation[-1], False)
+            np.testing.assert_array_equal(store.stacks(np.array([handle]))[0], observation)
+            observation, _ = env.reset()
+            first = True
+    assert mixed > 50  # stacks of shown and blank frames: obscuring is per frame
+
+
+def test_obscuring_one_frame_stack_blanks_the_whole_observation():
+    env = ObscuredObservation(
+        gym.wrappers.FrameStackObservation(_CountingFramesEnv(), 1, padding_type="reset"), 1.0
+    )
+    observation, _ = env.reset(seed=0)
+    assert observation.shape == (1, 2, 2) and not observation.any()
 
 
 # ----------------------------------------------------------------------------------------------------

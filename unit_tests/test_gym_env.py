@@ -2,6 +2,7 @@
 
 import os
 
+import cv2
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -141,7 +142,7 @@ def test_atari_wrapper_order():
         "RecordEpisodeStatistics",
         "TimeLimit",
         "FireOnReset",
-        "AtariPreprocessing",
+        "FinalScreenAtariPreprocessing",
     ]
     assert names[: len(expected)] == expected
 
@@ -151,8 +152,54 @@ def test_atari_wrapper_order():
         "FrameStackObservation",
         "RecordEpisodeStatistics",
         "FireOnReset",
-        "AtariPreprocessing",
+        "FinalScreenAtariPreprocessing",
     ]
+
+
+@pytest.mark.parametrize("frames_into_last_step", [1, 2, 3])
+def test_frame_cap_mid_skip_gives_the_final_screen(frames_into_last_step):
+    # ALE's frame cap counts emulator frames; when it falls inside a 4-frame skip, gymnasium's
+    # AtariPreprocessing returned the previous step's screen, and the truncation bootstrapped from it.
+    env = gym_env.create_atari_environment("Pong", seed=0, noop_max=0)
+    ale = env.unwrapped.ale
+    ale.setInt("max_num_frames_per_episode", 10_000)  # taken up when reset(seed=...) reloads the ROM
+    env.reset(seed=0)
+    frames_at_reset = ale.getEpisodeFrameNumber()  # FireOnReset's two presses: 2 x 4 frames
+    ale.setInt("max_num_frames_per_episode", frames_at_reset + 4 * 50 + frames_into_last_step)
+    env.reset(seed=0)
+    assert ale.getEpisodeFrameNumber() == frames_at_reset
+    for step in range(51):
+        observation, _, terminated, truncated, _ = env.step(2)
+        if step < 50:
+            assert not (terminated or truncated)
+    assert truncated and not terminated
+    assert ale.getEpisodeFrameNumber() == frames_at_reset + 200 + frames_into_last_step
+    final_screen = cv2.resize(ale.getScreenGrayscale(), (84, 84), interpolation=cv2.INTER_AREA)
+    np.testing.assert_array_equal(observation[-1], final_screen)
+    assert not np.array_equal(observation[-1], observation[-2])  # not the previous step's screen
+
+
+def test_frame_cap_at_the_end_of_a_skip_max_pools_the_last_two_frames():
+    env = gym_env.create_atari_environment("Pong", seed=0, noop_max=0)
+    ale = env.unwrapped.ale
+    ale.setInt("max_num_frames_per_episode", 10_000)
+    env.reset(seed=0)
+    ale.setInt("max_num_frames_per_episode", ale.getEpisodeFrameNumber() + 4 * 51)
+    env.reset(seed=0)
+    for _ in range(50):
+        env.step(2)
+    # Play the 51st step's 4 frames by hand to read frames 3 and 4, then rewind and let the env play it.
+    state = ale.cloneState()
+    for _ in range(3):
+        ale.act(env.unwrapped._action_set[2])
+    frame_3 = ale.getScreenGrayscale()
+    ale.act(env.unwrapped._action_set[2])
+    frame_4 = ale.getScreenGrayscale()
+    ale.restoreState(state)
+    observation, _, terminated, truncated, _ = env.step(2)
+    assert truncated and not terminated
+    pooled = cv2.resize(np.maximum(frame_3, frame_4), (84, 84), interpolation=cv2.INTER_AREA)
+    np.testing.assert_array_equal(observation[-1], pooled)
 
 
 def test_atari_observation_is_stack_of_uint8_frames():

@@ -116,3 +116,24 @@ def test_greedy_actor_plays_a_gaussian_policy_s_mean():
         net.mean_head.weight.zero_()
     action = PolicyGreedyActor(net, torch.device("cpu"), "test").step(_timestep(torch.zeros(2).numpy()))
     assert action.tolist() == [0.5, -0.5]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: policy.NatureCnnActorCritic((4, 84, 84), 6),
+        lambda: policy.NatureCnnActor((4, 84, 84), 6),
+        lambda: policy.NatureCnnCritic((4, 84, 84)),
+    ],
+)
+def test_nature_cnn_torso_starts_orthogonal_with_relu_gain(build):
+    # As in the A2C/PPO reference implementations: each layer's weight, flattened to
+    # [out, in * k * k], has orthogonal rows of norm sqrt(2), so W W^T = 2 I (out <= in here:
+    # 32 <= 4*8*8 = 256, 64 <= 32*4*4 = 512, 64 <= 64*3*3 = 576, 512 <= 3136); biases start at 0.
+    torso = build().torso
+    layers = [m for m in torso.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    assert [layer.weight.shape[0] for layer in layers] == [32, 64, 64, 512]
+    for layer in layers:
+        weight = layer.weight.detach().flatten(1)
+        torch.testing.assert_close(weight @ weight.T, 2 * torch.eye(weight.shape[0]), atol=1e-4, rtol=0)
+        assert not layer.bias.any()

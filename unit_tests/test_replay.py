@@ -359,3 +359,85 @@ class TestFrameStoreCapacity:
         # And with one-step episodes, more episode starts than a margin for L=32 allows.
         store_capacity = replay.frame_store_capacity(50, 1, 4, min_episode_steps=32)
         assert _simulate_agent(50, store_capacity, n=1, episode_lengths=[1] * 100) is not None
+
+
+class _MirroredReplay(replay.UniformReplay):
+    """A UniformReplay that also keeps, in a deque of the same capacity, the items it holds."""
+
+    def __init__(self, capacity):
+        super().__init__(capacity, np.random.default_rng(0))
+        self.live = deque(maxlen=capacity)
+
+    def add(self, item):
+        super().add(item)
+        self.live.append(item)
+
+
+class TestTransitionWriterFrames:
+    def test_stacks_stay_exact_with_episodes_shorter_than_the_store_margin(self):
+        # One- and two-step episodes: 1.5 first frames per 1.5 transitions, far more than the margin
+        # for 32-step episodes that frame_store_capacity(50, 1) = 50 + 3 + 2 + 4 = 59 slots holds.
+        # Before the store grew on demand, this raised StaleFrameHandleError ~40 steps in.
+        episode_lengths = [1, 2] * 60
+        env = FrameStackObservation(NumberedFramesEnv(episode_lengths), 4, padding_type="reset")
+        buffer = _MirroredReplay(50)
+        store = replay.frame_store_for((4, 2, 3), replay_capacity=50, n_step=1)
+        assert store.capacity == 59
+        writer = replay.TransitionWriter(buffer, replay.TransitionAccumulator(1, 0.9), store)
+        expected = {}  # handle -> the stack the env returned
+        for _ in episode_lengths:
+            observation, _ = env.reset()
+            timestep = TimeStep(observation, 0.0, False, False, True, {})
+            done = False
+            while True:
+                expected[store.num_added] = observation
+                writer.add(timestep, 0)
+                # Every transition the replay holds rebuilds exactly the stacks the agent saw.
+                s_tm1 = np.array([t.s_tm1 for t in buffer.live])
+                s_t = np.array([t.s_t for t in buffer.live])
+                if len(s_tm1):
+                    batch = writer.to_tensors(
+                        replay.Transition(s_tm1, s_tm1 * 0, s_tm1 * 0.0, s_tm1 * 0.0, s_t), "cpu"
+                    )
+                    np.testing.assert_array_equal(batch.s_tm1.numpy(), np.stack([expected[h] for h in s_tm1]))
+                    np.testing.assert_array_equal(batch.s_t.numpy(), np.stack([expected[h] for h in s_t]))
+                if done:
+                    break
+                observation, _, terminated, truncated, _ = env.step(0)
+                timestep = TimeStep(observation, 1.0, terminated, truncated, False, {})
+                done = terminated or truncated
+        # 120 episodes, 180 steps: 300 frames for 180 transitions. The oldest of the 50 kept
+        # transitions starts ~84 frames before the newest, so the ring grew beyond 59 slots.
+        assert store.num_added == 300
+        assert store.capacity > 59
+
+    def test_store_does_not_grow_when_episodes_are_long(self):
+        buffer = _MirroredReplay(50)
+        store = replay.frame_store_for((4, 2, 3), replay_capacity=50, n_step=3)
+        capacity = store.capacity
+        writer = replay.TransitionWriter(buffer, replay.TransitionAccumulator(3, 0.9), store)
+        frame = np.zeros((4, 2, 3), np.uint8)
+        for _ in range(10):  # 10 episodes of 40 steps: longer than the margin's 32
+            writer.add(TimeStep(frame, 0.0, False, False, True, {}), 0)
+            for t in range(1, 41):
+                writer.add(TimeStep(frame, 1.0, t == 40, False, False, {}), 0)
+        assert store.num_added == 410 and store.capacity == capacity
+
+    def test_grow_keeps_every_stack(self):
+        store = replay.FrameStackStore(capacity=6, frame_shape=(1, 1), stack_size=4)
+        for i in range(10):  # handles 0..9; a new episode at 7; the ring of 6 keeps 4..9
+            store.add(np.full((1, 1), i, np.uint8), first=i in (0, 7))
+        before = store.stacks(np.array([7, 8, 9]))
+        store.grow(9)
+        assert store.capacity == 9
+        np.testing.assert_array_equal(store.stacks(np.array([7, 8, 9])), before)
+        np.testing.assert_array_equal(before[:, :, 0, 0], [[7, 7, 7, 7], [7, 7, 7, 8], [7, 7, 8, 9]])
+        for i in range(10, 13):  # 3 more frames fit without overwriting handle 4
+            store.add(np.full((1, 1), i, np.uint8), first=False)
+        # Handle 7 needs only itself (first frame); handle 6 needs 3..6, and 3 was never kept.
+        np.testing.assert_array_equal(
+            store.stacks(np.array([7, 12]))[:, :, 0, 0], [[7, 7, 7, 7], [9, 10, 11, 12]]
+        )
+        assert not store.valid(np.array([6]))[0]
+        with pytest.raises(ValueError, match="only grow"):
+            store.grow(9)

@@ -66,7 +66,7 @@ class DrqnConfig(RunConfig):
     max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
     hidden_sizes: tuple[int, ...] = field((128,), "Hidden layer sizes of the MLP before the LSTM (classic).")
     obscure_probability: float = field(
-        0.0, "Blank each observation with this probability (0.5 on Atari = the paper's flickering games)."
+        0.0, "Blank each new screen with this probability (0.5 on Atari = the paper's flickering games)."
     )
 
     def __post_init__(self):

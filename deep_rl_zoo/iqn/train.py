@@ -48,6 +48,7 @@ class IqnConfig(RunConfig):
     exploration_epsilon_decay_steps: int = field(5000, "Env steps over which epsilon decays, after warm-up.")
     eval_exploration_epsilon: float = field(0.0, "Epsilon of the greedy evaluation.")
     max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
+    checkpoint_replay: bool = run_support.checkpoint_replay_field()
     hidden_sizes: tuple[int, ...] = field((128, 128), "Hidden layer sizes of the MLP (classic control).")
 
     def __post_init__(self):

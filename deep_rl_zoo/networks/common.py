@@ -44,6 +44,22 @@ class NatureCnnTorso(nn.Module):
         return self.fc(self.convs(x.float() / 255.0))
 
 
+def orthogonal_init_(module: nn.Module, gain: float) -> nn.Module:
+    """Orthogonal weights scaled by `gain` and zero biases for every conv and linear layer in `module`.
+
+    The A2C/PPO lineage (OpenAI baselines, Stable-Baselines3, CleanRL) starts its ReLU torsos this way
+    with gain sqrt(2); PyTorch's default (uniform, std 1 / sqrt(3 fan_in)) is sqrt(6) times smaller per
+    layer, so four layers leave the Nature CNN's features ~20x smaller (mean 0.008 against 0.16 on
+    Pong screens): logits then hardly depend on the screen, and Adam's fixed-size steps on the heads
+    barely move the policy.
+    """
+    for layer in module.modules():
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            nn.init.orthogonal_(layer.weight, gain=gain)
+            nn.init.zeros_(layer.bias)
+    return module
+
+
 def is_image_observation(observation_shape: Sequence[int]) -> bool:
     """Atari-style observations are [C, H, W]; classic control ones are flat vectors."""
     return len(observation_shape) == 3

@@ -11,7 +11,8 @@ The greedy action (evaluation) is `pi_logits.argmax(-1)` for a categorical polic
 Gaussian one (see `deep_rl_zoo.greedy_actors.PolicyGreedyActor`).
 
 Policy heads start with small weights (orthogonal, gain 0.01) so the initial policy is close to
-uniform, and value heads with gain 1, as in the PPO paper's reference implementation.
+uniform, and value heads with gain 1, as in the PPO paper's reference implementation; the Nature CNN
+torsos start orthogonal with gain sqrt(2), as there (see `common.orthogonal_init_` for why it matters).
 """
 
 import math
@@ -61,6 +62,11 @@ def _linear(in_features: int, out_features: int, gain: float) -> nn.Linear:
 
 POLICY_HEAD_GAIN = 0.01  # near-uniform initial policy
 VALUE_HEAD_GAIN = 1.0
+TORSO_GAIN = math.sqrt(2)  # ReLU layers
+
+
+def _nature_cnn_torso(observation_shape: Sequence[int]) -> common.NatureCnnTorso:
+    return common.orthogonal_init_(common.NatureCnnTorso(observation_shape), TORSO_GAIN)
 
 
 class MlpActor(nn.Module):
@@ -108,7 +114,7 @@ class NatureCnnActor(nn.Module):
 
     def __init__(self, observation_shape: Sequence[int], num_actions: int):
         super().__init__()
-        self.torso = common.NatureCnnTorso(observation_shape)
+        self.torso = _nature_cnn_torso(observation_shape)
         self.policy_head = _linear(self.torso.output_size, num_actions, POLICY_HEAD_GAIN)
 
     def forward(self, x: torch.Tensor) -> ActorOutput:
@@ -120,7 +126,7 @@ class NatureCnnCritic(nn.Module):
 
     def __init__(self, observation_shape: Sequence[int]):
         super().__init__()
-        self.torso = common.NatureCnnTorso(observation_shape)
+        self.torso = _nature_cnn_torso(observation_shape)
         self.value_head = _linear(self.torso.output_size, 1, VALUE_HEAD_GAIN)
 
     def forward(self, x: torch.Tensor) -> CriticOutput:
@@ -132,7 +138,7 @@ class NatureCnnActorCritic(nn.Module):
 
     def __init__(self, observation_shape: Sequence[int], num_actions: int):
         super().__init__()
-        self.torso = common.NatureCnnTorso(observation_shape)
+        self.torso = _nature_cnn_torso(observation_shape)
         self.policy_head = _linear(self.torso.output_size, num_actions, POLICY_HEAD_GAIN)
         self.value_head = _linear(self.torso.output_size, 1, VALUE_HEAD_GAIN)
 

@@ -100,6 +100,11 @@ class QrDqn:
         self._writer.reset()
 
     @property
+    def replay_writer(self) -> replay_lib.TransitionWriter:
+        """The replay and frame store, which `--checkpoint_replay` saves beside the checkpoint."""
+        return self._writer
+
+    @property
     def epsilon(self) -> float:
         return self._exploration_epsilon(self._env_steps)
 

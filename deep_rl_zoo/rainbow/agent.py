@@ -98,6 +98,11 @@ class Rainbow:
     def reset(self) -> None:
         self._writer.reset()
 
+    @property
+    def replay_writer(self) -> replay_lib.TransitionWriter:
+        """The replay and frame store, which `--checkpoint_replay` saves beside the checkpoint."""
+        return self._writer
+
     def _learn(self) -> None:
         sample = self._replay.sample(self._batch_size, self._importance_sampling_exponent(self._env_steps))
         batch = self._writer.to_tensors(sample.items, self._device)

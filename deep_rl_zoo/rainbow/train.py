@@ -42,6 +42,7 @@ class RainbowConfig(RunConfig):
     )
     priority_epsilon: float = field(1e-6, "Added to the KL priority so no transition has priority 0.")
     max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
+    checkpoint_replay: bool = run_support.checkpoint_replay_field()
     hidden_sizes: tuple[int, ...] = field(
         (128, 128), "MLP torso sizes; the last one is the width of the dueling noisy streams."
     )

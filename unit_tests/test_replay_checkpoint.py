@@ -1,0 +1,161 @@
+"""--checkpoint_replay: a replay agent's replay and frames saved beside its checkpoint, loaded without
+unpickling, and a resumed agent that learns exactly as the uninterrupted one."""
+
+import dataclasses
+import importlib
+import os
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from deep_rl_zoo import checkpoint
+from deep_rl_zoo.errors import CheckpointError
+from deep_rl_zoo.types_ import TimeStep
+
+# package -> config class
+AGENTS = {"dqn": "DqnConfig", "prioritized_dqn": "PrioritizedDqnConfig", "rainbow": "RainbowConfig"}
+
+
+class _FramesEnv(gym.Env):
+    """Random 36x36 frames (the smallest the Nature CNN takes), stacked by 4 as on Atari."""
+
+    observation_space = gym.spaces.Box(0, 255, shape=(4, 36, 36), dtype=np.uint8)
+    action_space = gym.spaces.Discrete(3)
+
+
+def _timesteps(num_steps: int, seed: int) -> list[TimeStep]:
+    """A fixed stream of Atari-like timesteps: stacks of random frames, episodes of 5..30 steps."""
+    rng = np.random.default_rng(seed)
+    timesteps, frames, t, length = [], [], 0, 0
+    for _ in range(num_steps):
+        frame = rng.integers(0, 256, (36, 36), dtype=np.uint8)
+        first = t == 0
+        if first:
+            frames, length = [frame] * 4, int(rng.integers(5, 31))
+        else:
+            frames = frames[1:] + [frame]
+        last = t == length
+        timesteps.append(TimeStep(np.stack(frames), float(rng.integers(-1, 2)), last, False, first, {}))
+        t = 0 if last else t + 1
+    return timesteps
+
+
+def _build(package: str, config):
+    torch.manual_seed(config.seed)  # network initialisation
+    train = importlib.import_module(f"deep_rl_zoo.{package}.train")
+    return train.build_agents(config, _FramesEnv(), torch.device("cpu")).train_agent
+
+
+@pytest.mark.parametrize("package", sorted(AGENTS))
+def test_resumed_agent_with_saved_replay_learns_exactly_as_the_uninterrupted_one(package, tmp_path):
+    torch.set_num_threads(1)
+    train = importlib.import_module(f"deep_rl_zoo.{package}.train")
+    config_cls = getattr(train, AGENTS[package])
+    config = config_cls(
+        environment_name="Pong",
+        replay_capacity=60,  # smaller than the 100 steps before the save: the rings have wrapped
+        min_replay_size=30,
+        batch_size=8,
+        learn_interval=1,
+        target_network_update_period=10,
+        **({"n_step": 3} if "n_step" in {f.name for f in dataclasses.fields(config_cls)} else {}),
+    )
+    stream = _timesteps(140, seed=5)
+    before, after = stream[:100], stream[100:]
+    after = [after[0]._replace(first=True, reward=0.0, terminated=False)] + after[1:]  # a new episode
+
+    uninterrupted = _build(package, config)
+    for timestep in before:
+        uninterrupted.step(timestep)
+    path = str(tmp_path / "AGENT_Pong_0.ckpt")
+    checkpoint.save_checkpoint(path, "AGENT", "Pong", 0, uninterrupted.state_dict(), {})
+    checkpoint.save_arrays(checkpoint.replay_path(path), uninterrupted.replay_writer.state_arrays())
+    assert os.path.isfile(str(tmp_path / "AGENT_Pong_0.replay.npz"))
+    # One after the other, not interleaved: Rainbow's noise comes from torch's global generator.
+    expected = _continue(uninterrupted, after)
+
+    resumed = _build(package, config)
+    resumed.load_state_dict(checkpoint.load_checkpoint(path, "AGENT", "Pong")["agent"])
+    resumed.replay_writer.load_state_arrays(checkpoint.load_arrays(checkpoint.replay_path(path)))
+    assert resumed.replay_writer.replay.size == 60
+    actual = _continue(resumed, after)
+
+    # Same batches from the same replay and generator states: the very same losses, bit for bit.
+    learned = sum(not timestep.first for timestep in after)  # one gradient step per non-first step
+    assert learned > 30 and len(expected) == learned
+    assert actual == expected
+
+
+def _continue(agent, timesteps) -> list[tuple[int, float]]:
+    """Starts a new episode (as a resumed run does) and returns (action, loss) of each learning step."""
+    agent.reset()
+    learner_steps = agent.statistics["learner_steps"]
+    trace = []
+    for timestep in timesteps:
+        action = agent.step(timestep)
+        if agent.statistics["learner_steps"] > learner_steps:
+            learner_steps = agent.statistics["learner_steps"]
+            trace.append((action, agent.statistics["loss"]))
+    return trace
+
+
+def test_saving_needs_the_disk_space_and_says_how_much(tmp_path, monkeypatch):
+    arrays = {"frames": np.zeros((1000, 84, 84), np.uint8)}  # 7,056,000 bytes
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda _: SimpleNamespace(free=100 * 2**20))
+    with pytest.raises(
+        CheckpointError, match=r"not enough disk space .* needs 0\.26 GiB .* 0\.10 GiB are free"
+    ):
+        checkpoint.save_arrays(str(tmp_path / "x.replay.npz"), arrays)  # 7 MB + 256 MiB margin > 100 MiB
+    assert os.listdir(tmp_path) == []  # nothing half-written
+
+
+def test_loading_refuses_pickled_arrays_and_damaged_files(tmp_path):
+    path = str(tmp_path / "evil.replay.npz")
+    np.savez(path, payload=np.array([print], dtype=object))  # an object array is a pickle
+    with pytest.raises(CheckpointError, match="pickled objects"):
+        checkpoint.load_arrays(path)
+    with open(path, "wb") as f:
+        f.write(b"not a zip")
+    with pytest.raises(CheckpointError, match="truncated or not a replay file"):
+        checkpoint.load_arrays(path)
+    with pytest.raises(CheckpointError, match="no replay file"):
+        checkpoint.load_arrays(str(tmp_path / "missing.replay.npz"))
+    with pytest.raises(CheckpointError, match="Python objects"):
+        checkpoint.save_arrays(path, {"payload": np.array([print], dtype=object)})
+
+
+@pytest.mark.smoke
+def test_run_keeps_the_newest_replay_file_and_resume_restores_it(tmp_path, capsys):
+    dqn_train = importlib.import_module("deep_rl_zoo.dqn.train")
+    config = dqn_train.DqnConfig(
+        num_iterations=2,
+        num_train_steps=300,
+        num_eval_steps=100,
+        replay_capacity=1000,
+        min_replay_size=100,
+        batch_size=16,
+        checkpoint_replay=True,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    dqn_train.main(config)
+    (run_folder,) = os.listdir(tmp_path / "checkpoints")
+    folder = tmp_path / "checkpoints" / run_folder
+
+    def replay_files():
+        return sorted(name for name in os.listdir(folder) if name.endswith(".replay.npz"))
+
+    assert "DQN_CartPole-v1_1.ckpt" in os.listdir(folder)
+    assert replay_files() == ["DQN_CartPole-v1_1.replay.npz"]  # iteration 0's was deleted
+    saved = checkpoint.load_arrays(str(folder / "DQN_CartPole-v1_1.replay.npz"))
+    assert int(saved["replay/num_added"]) == 600  # one-step DQN: one transition per env step
+    capsys.readouterr()
+    dqn_train.main(dataclasses.replace(config, num_iterations=3, resume=True))
+    assert "restored 600 transitions" in capsys.readouterr().err
+    assert replay_files() == ["DQN_CartPole-v1_2.replay.npz"]
