@@ -233,6 +233,7 @@ def finish_iteration(
     step = loop_state.train_env_steps
     logger.scalars("train", {"steps_per_second": train_steps_per_second}, step)
     logger.scalars("eval", eval_summary, step)
+    logger.scalars("learner", learner_statistics, step)  # at least once per iteration, however few updates
     row = {
         "iteration": iteration,
         "train_env_steps": step,

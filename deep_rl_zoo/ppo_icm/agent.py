@@ -30,7 +30,7 @@ from torch import nn
 from deep_rl_zoo import intrinsic_rewards, policy_gradient, unrolls
 from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule
-from deep_rl_zoo.normalizers import ObservationNormalizer
+from deep_rl_zoo.normalizers import ObservationNormalizer, RewardScaler
 from deep_rl_zoo.schedules import LinearSchedule
 
 
@@ -61,6 +61,7 @@ class PpoIcm:
         device: torch.device,
         observation_normalizer: ObservationNormalizer | None = None,
         normalize_intrinsic_reward: bool = False,
+        extrinsic_reward_scaler: RewardScaler | None = None,
     ):
         """
         Args:
@@ -72,6 +73,8 @@ class PpoIcm:
           beta: weight of the forward loss against the inverse loss.
           normalize_intrinsic_reward: divide intrinsic rewards by the running std of their discounted
             return (`intrinsic_rewards.IntrinsicRewardNormalizer`, RND's scaling).
+          extrinsic_reward_scaler: divides extrinsic rewards by the running std of their discounted
+            return before the intrinsic reward is added, if given (PPO's reward normalisation).
         """
         self._network = network
         self._icm = icm
@@ -96,6 +99,7 @@ class PpoIcm:
             if normalize_intrinsic_reward
             else None
         )
+        self._extrinsic_reward_scaler = extrinsic_reward_scaler
         self._env_steps = 0
         self._learner_steps = 0
         self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
@@ -148,7 +152,13 @@ class PpoIcm:
                     f"actor {unroll.actor_index} sent an unroll of parameters {unroll.parameter_version}, "
                     f"the learner is at {self._parameter_version}: PPO needs on-policy unrolls"
                 )
-        batch = unrolls.stack_unrolls(payloads, [u.reward for u in payloads], self._device)
+        rewards = [u.reward for u in payloads]
+        if self._extrinsic_reward_scaler is not None:
+            rewards = [
+                self._extrinsic_reward_scaler.scale(u.actor_index, u.reward, u.terminated | u.truncated)
+                for u in payloads
+            ]
+        batch = unrolls.stack_unrolls(payloads, rewards, self._device)
         advantages, targets, values, r_int = self.advantages(batch, [u.actor_index for u in payloads])
 
         valid = batch.valid.flatten()  # drop the pairs from an episode's last state to a reset
@@ -257,6 +267,8 @@ class PpoIcm:
         }
         if self._intrinsic_normalizer is not None:
             state["intrinsic_normalizer"] = self._intrinsic_normalizer.state_dict()
+        if self._extrinsic_reward_scaler is not None:
+            state["extrinsic_reward_scaler"] = self._extrinsic_reward_scaler.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -268,3 +280,5 @@ class PpoIcm:
         self._rng.bit_generator.state = state["rng"]
         if self._intrinsic_normalizer is not None:
             self._intrinsic_normalizer.load_state_dict(state["intrinsic_normalizer"])
+        if self._extrinsic_reward_scaler is not None:
+            self._extrinsic_reward_scaler.load_state_dict(state["extrinsic_reward_scaler"])

@@ -29,6 +29,7 @@ DEFAULTS = {
     "shared_torso": True,
     "eta": 0.01,
     "normalize_intrinsic_reward": False,
+    "normalize_extrinsic_rewards": False,
 }
 
 if __name__ == "__main__":

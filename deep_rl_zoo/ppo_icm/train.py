@@ -14,7 +14,7 @@ from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.main_loop import LearnerLink
 from deep_rl_zoo.networks import curiosity, policy
-from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer
+from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, RewardScaler
 from deep_rl_zoo.ppo_icm.agent import PpoIcm
 from deep_rl_zoo.schedules import LinearSchedule
 
@@ -47,6 +47,9 @@ class PpoIcmConfig(run_support.DistributedConfig):
     beta: float = field(0.2, "Weight of ICM's forward loss against its inverse loss.")
     icm_hidden_sizes: tuple[int, ...] = field(
         (64, 64), "Layers of ICM's embedding MLP (vector observations)."
+    )
+    normalize_extrinsic_rewards: bool = field(
+        True, "Divide extrinsic rewards by the running std of their discounted return (not in the paper)."
     )
     normalize_intrinsic_reward: bool = field(
         True, "Divide intrinsic rewards by the running std of their discounted return (not in the paper)."
@@ -116,6 +119,9 @@ def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> r
         device=device,
         observation_normalizer=normalizer,
         normalize_intrinsic_reward=config.normalize_intrinsic_reward,
+        extrinsic_reward_scaler=(
+            RewardScaler(config.num_actors, config.discount) if config.normalize_extrinsic_rewards else None
+        ),
     )
     eval_agent = PolicyGreedyActor(unrolls.policy_part(network), device, PpoIcm.agent_name)
     return run_support.DistributedAgents(learner, eval_agent)

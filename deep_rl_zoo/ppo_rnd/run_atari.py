@@ -29,6 +29,8 @@ DEFAULTS = {
     "minibatch_size": 256,  # 4 minibatches of 8 x 128
     "learning_rate": 1e-4,
     "clip_epsilon": 0.1,
+    "extrinsic_discount": 0.999,
+    "normalize_extrinsic_rewards": False,  # the paper clips them instead
     "observation_warmup_steps": 50 * 128 * 8,
 }
 

@@ -32,7 +32,7 @@ class PpoRndConfig(run_support.DistributedConfig):
     learning_rate: float = field(1e-3, "Adam learning rate (policy, both value heads and the predictor).")
     anneal_learning_rate: bool = field(False, "Decay the learning rate linearly to 0 over the whole run.")
     adam_eps: float = field(1e-5, "Adam epsilon.")
-    extrinsic_discount: float = field(0.999, "Discount of the episodic extrinsic return, gamma_E.")
+    extrinsic_discount: float = field(0.99, "Discount of the episodic extrinsic return, gamma_E.")
     intrinsic_discount: float = field(0.99, "Discount of the non-episodic intrinsic return, gamma_I.")
     gae_lambda: float = field(0.95, "GAE lambda of both returns.")
     extrinsic_coef: float = field(2.0, "Weight of the extrinsic advantage.")
@@ -51,7 +51,7 @@ class PpoRndConfig(run_support.DistributedConfig):
     )
     normalize_observations: bool = field(True, "Normalise the policy's observations by running statistics.")
     normalize_extrinsic_rewards: bool = field(
-        False, "Divide extrinsic rewards by the running std of their discounted return (not in the paper)."
+        True, "Divide extrinsic rewards by the running std of their discounted return (not in the paper)."
     )
     intrinsic_statistics_horizon: int = field(
         0, "> 0: the intrinsic return's running std counts at most this many returns; 0: all (the paper)."
