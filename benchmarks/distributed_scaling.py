@@ -2,8 +2,8 @@
 
 Each actor runs the real acting path of our distributed agents: its own Pong env (Nature-DQN
 preprocessing), PPO's Nature-CNN actor-critic on the CPU sampling every action (`unrolls.UnrollActor`),
-unrolls of 128 steps sent through `main_loop.ActorPool`'s queue. The learner only consumes: it takes
-every unroll off the queue and publishes the same parameters again (so the actors' wait for new
+unrolls of 128 steps sent through the local runtime's per-actor pipes (`runtime.local`). The learner
+only consumes: it takes every unroll and publishes the same parameters again (so the actors' wait for new
 parameters is as short as it can be and the figure measures collection, not learning).
 
     python benchmarks/distributed_scaling.py --num_actors=1,2 --seconds=30
@@ -22,16 +22,20 @@ import time
 
 import torch
 
-from deep_rl_zoo import gym_env, main_loop, run_support
+from deep_rl_zoo import gym_env, run_support
 from deep_rl_zoo.ppo import train
+from deep_rl_zoo.runtime import LearnerLink
+from deep_rl_zoo.runtime.local import LocalActorRuntime
 
 UNROLL_LENGTH = 128
 
 
-def build_actor(config: train.PpoConfig, actor_index: int, device: torch.device, link: main_loop.LearnerLink):
+def build_actor(
+    config: train.PpoConfig, actor_index: int, seed: int, device: torch.device, link: LearnerLink
+):
     torch.set_num_threads(1)
-    env = gym_env.create_atari_environment(config.environment_name, seed=actor_index)
-    actor, network = train.build_actor(config, env, device, link, seed=actor_index)
+    env = gym_env.create_atari_environment(config.environment_name, seed=seed)
+    actor, network = train.build_actor(config, env, device, link, seed=seed)
     return env, actor, network
 
 
@@ -41,12 +45,11 @@ def measure(num_actors: int, seconds: float, actors_on_gpu: bool = False) -> flo
     env = gym_env.create_atari_environment(config.environment_name, seed=0)
     network = train.build_network(config, env)
     env.close()
-    pool = main_loop.ActorPool(
+    pool = LocalActorRuntime(
         network,
         functools.partial(build_actor, config),
         seeds=list(range(num_actors)),
         devices=run_support.actor_devices(num_actors, actors_on_gpu),
-        queue_size=2 * num_actors,
     )
     with pool:
         warmed_up: set[int] = set()

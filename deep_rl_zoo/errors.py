@@ -32,6 +32,12 @@ class NonFiniteLossError(ZooError):
         self.step = step
 
 
+class ActorError(ZooError):
+    """An actor failed or died and could not be replaced (no restarts left); the whole run stops."""
+
+    exit_code = 4
+
+
 def require(condition: bool, message: str) -> None:
     """Raises ConfigError(message) unless condition holds."""
     if not condition:

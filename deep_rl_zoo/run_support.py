@@ -19,6 +19,9 @@ import torch
 from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers
 from deep_rl_zoo.config import EvalConfig, RunConfig, field
 from deep_rl_zoo.errors import ConfigError, require
+from deep_rl_zoo.runtime.interface import DistributedLearner, LearnerLink
+from deep_rl_zoo.runtime.local import LocalActorRuntime
+from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
 from deep_rl_zoo.types_ import Agent
 
 
@@ -317,15 +320,23 @@ class DistributedConfig(RunConfig):
         True, "Spread the actors over all visible GPUs (--noactors_on_gpu: all on the CPU)."
     )
     unroll_length: int = field(128, "Env steps per unroll an actor collects before sending it.")
+    max_actor_restarts: int = field(
+        10,
+        "Dead actors (killed, crashed, an exception in the env) replaced over the whole run; the next "
+        "death stops the run with an error naming the actor. 0: any actor's death stops the run.",
+    )
 
     def __post_init__(self):
         super().__post_init__()
         require(self.num_actors > 0, f"--num_actors must be positive, got {self.num_actors}")
+        require(
+            self.max_actor_restarts >= 0, f"--max_actor_restarts must be >= 0, got {self.max_actor_restarts}"
+        )
         require(self.unroll_length > 0, f"--unroll_length must be positive, got {self.unroll_length}")
 
 
 class DistributedAgents(NamedTuple):
-    learner: main_loop.DistributedLearner
+    learner: DistributedLearner
     eval_agent: Agent  # acts greedily with the learner's own network, in the learner process
 
 
@@ -347,13 +358,12 @@ def actor_seed(seed: int, actor_index: int, iteration: int) -> int:
 def _build_actor_process_side(
     config: DistributedConfig,
     build_actor: Callable,
-    first_iteration: int,
     actor_index: int,
+    seed: int,
     device: torch.device,
-    link: main_loop.LearnerLink,
+    link: LearnerLink,
 ) -> tuple[gym.Env, Agent, torch.nn.Module]:
     """Runs in the actor process: its training env, then the algorithm's actor for it."""
-    seed = actor_seed(config.seed, actor_index, first_iteration)
     seed_everything(seed, num_threads=1)
     env = make_environment(config, seed, train=True)
     actor, module = build_actor(config, env, device, link, seed)
@@ -367,7 +377,7 @@ def train_distributed(
     build_actor: Callable,
     action_space: str = "discrete",
 ) -> main_loop.LoopState:
-    """Runs a distributed training run (one learner process, `config.num_actors` actor processes).
+    """Runs a distributed training run (one learner process, `config.num_actors` actors).
 
     Args:
       build_learner: in the learner process, from an env (for its spaces) and the learner device.
@@ -391,21 +401,21 @@ def train_distributed(
         logger = open_run_logger(config, agent_name, loop_state)
         save = checkpoint_saver(config, agent_name, environment_id, agents.learner)
         solved_return = solved_return_of(config, eval_env)
-        pool = main_loop.ActorPool(
+        runtime = LocalActorRuntime(
             agents.learner.shared_module,
-            functools.partial(_build_actor_process_side, config, build_actor, loop_state.next_iteration),
+            functools.partial(_build_actor_process_side, config, build_actor),
             seeds=[actor_seed(config.seed, i, loop_state.next_iteration) for i in range(config.num_actors)],
             devices=actor_devices(config.num_actors, config.actors_on_gpu),
-            queue_size=2 * config.num_actors,
+            max_actor_restarts=config.max_actor_restarts,
         )
         try:
-            with pool:
-                return main_loop.run_distributed_training_iterations(
+            with runtime:
+                return run_distributed_training_iterations(
                     num_iterations=config.num_iterations,
                     num_train_steps=config.num_train_steps,
                     num_eval_steps=config.num_eval_steps,
                     learner=agents.learner,
-                    actor_pool=pool,
+                    runtime=runtime,
                     eval_agent=agents.eval_agent,
                     eval_env=eval_env,
                     seed=config.seed,

@@ -18,7 +18,7 @@ the unroll holds.
 """
 
 import warnings
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -26,10 +26,10 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import multistep
-from deep_rl_zoo.main_loop import LearnerLink
 from deep_rl_zoo.networks import common, numpy_policy
 from deep_rl_zoo.networks import policy as policy_networks
 from deep_rl_zoo.normalizers import NormalizedNetwork
+from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.types_ import TimeStep
 
 
@@ -44,6 +44,49 @@ class Unroll(NamedTuple):
     terminated: np.ndarray  # [T] bool, s_{t+1} is terminal
     truncated: np.ndarray  # [T] bool, s_{t+1} was cut by a time limit
     valid: np.ndarray  # [T] bool, s_t did not end an episode (so pair t is a transition)
+    # Sent only by actors built with `record_behaviour=True` (off-policy correction, recurrent policies):
+    first: np.ndarray | None = None  # [T + 1] bool, s_t starts an episode (a recurrent state resets)
+    behaviour_logits: np.ndarray | None = None  # [T] + [A] float32, the acting policy's logits in s_t
+    core_state: tuple = ()  # the recurrent state before s_0 (e.g. LSTM (h, c), each [H]); () if none
+
+
+class ActingPolicy(Protocol):
+    """How an unroll actor evaluates its policy on one observation."""
+
+    def __call__(self, observation: np.ndarray, first: bool) -> Any:
+        """Logits [A] (float64 is fine), or (mean [D], log_std [D]) of a Gaussian, in s_t."""
+
+    def state(self) -> tuple:
+        """The recurrent state before the next observation, as numpy arrays; () for feed-forward."""
+
+
+class FeedForwardPolicy:
+    """`ActingPolicy` of a feed-forward module: its numpy mirror for small MLPs (~10x faster than torch
+    for one observation), else the torch module recorded by `torch.jit.trace`."""
+
+    def __init__(
+        self, policy: nn.Module, continuous: bool, observation_space: gym.Space, device: torch.device
+    ):
+        self._forward = numpy_policy.policy_forward(policy)
+        if self._forward is None:
+            self._traced = _traced_policy(policy, continuous, observation_space, device)
+            self._forward = self._run_traced
+        self._continuous = continuous
+        self._device = device
+
+    def __call__(self, observation: np.ndarray, first: bool) -> Any:
+        return self._forward(observation)
+
+    def state(self) -> tuple:
+        return ()
+
+    @torch.inference_mode()
+    def _run_traced(self, observation: np.ndarray) -> Any:
+        """The traced policy's output for one observation, as numpy arrays without the batch axis."""
+        output = self._traced(torch.as_tensor(observation, device=self._device).unsqueeze(0))
+        if self._continuous:
+            return output[0][0].cpu().numpy(), output[1][0].cpu().numpy()
+        return output[0].cpu().numpy()
 
 
 def is_continuous(action_space: gym.Space) -> bool:
@@ -58,17 +101,21 @@ def observation_dtype(observation_space: gym.Space) -> np.dtype:
 
 
 class UnrollActor:
-    """Acts by sampling the policy; sends each unroll of T steps and then waits for new parameters.
+    """Acts by sampling the policy and sends each unroll of T steps; what follows a send depends on
+    the algorithm:
 
-    Waiting makes the algorithm strictly on-policy: every unroll is collected with the parameters the
-    learner holds when it learns from it (synchronous A2C and PPO). `process_unroll` may replace the
-    unroll by what is actually sent (A2C-grad sends gradients computed from it).
+    - `wait_for_parameters=True` (synchronous A2C and PPO): wait for new parameters, so every unroll is
+      collected with the parameters the learner holds when it learns from it (strictly on-policy);
+    - `wait_for_parameters=False` (IMPALA, SAC): take newer parameters if any were published, and go on.
+
+    `process_unroll` may replace the unroll by what is actually sent (A2C-grad sends gradients computed
+    from it). The actor is used by every distributed agent; IMPALA passes its recurrent `ActingPolicy`.
     """
 
     def __init__(
         self,
         *,
-        policy: nn.Module,
+        policy: "nn.Module | ActingPolicy",
         link: LearnerLink,
         action_space: gym.Space,
         observation_space: gym.Space,
@@ -76,38 +123,46 @@ class UnrollActor:
         rng: np.random.Generator,
         device: torch.device,
         agent_name: str,
+        wait_for_parameters: bool = True,
+        record_behaviour: bool = False,
         process_unroll: Any = None,
     ):
         """
         Args:
-          policy: returns `pi_logits` [1, A] or `mean`, `log_std` [1, D] for one observation; the actor's
-            copy of the learner's network, or the policy part of it (acting needs no critic).
+          policy: a module returning `pi_logits` [1, A] or `mean`, `log_std` [1, D] for one observation
+            (the actor's copy of the learner's network, or the policy part of it: acting needs no
+            critic), or an `ActingPolicy` (recurrent policies).
           link: where unrolls go and new parameters come from.
           rng: draws the actions.
+          wait_for_parameters: after each send, wait for new parameters (else only take them if any).
+          record_behaviour: also send the `first` flags, the behaviour logits (discrete actions) and the
+            recurrent state before each unroll.
           process_unroll: turns each finished unroll into what is sent (default: the unroll itself).
         """
         self.agent_name = agent_name
         self._link = link
         self._continuous = is_continuous(action_space)
-        # One observation at a time: numpy mirrors of the small MLPs are ~10x faster than torch; other
-        # networks (conv torsos, GPU) run the torch module recorded by torch.jit.trace.
-        self._policy = numpy_policy.policy_forward(policy)
-        if self._policy is None:
-            self._traced = _traced_policy(policy, self._continuous, observation_space, device)
-            self._policy = self._run_traced
+        if isinstance(policy, nn.Module):
+            policy = FeedForwardPolicy(policy, self._continuous, observation_space, device)
+        self._policy = policy
         self._action_low = getattr(action_space, "low", None)
         self._action_high = getattr(action_space, "high", None)
         self._unroll_length = unroll_length
         self._rng = rng
-        self._device = device
+        self._wait_for_parameters = wait_for_parameters
+        self._record_behaviour = record_behaviour
         self._process_unroll = process_unroll
         self._observation_dtype = observation_dtype(observation_space)
         self._no_action = np.zeros(action_space.shape, np.float32) if self._continuous else 0
+        self._no_logits = None if self._continuous else np.zeros(int(action_space.n), np.float32)
         self._clear()
 
     def _clear(self) -> None:
+        self._core_state = self._policy.state() if self._record_behaviour else ()
         self._observations: list[np.ndarray] = []
+        self._first: list[bool] = []
         self._actions: list[Any] = []
+        self._logits: list[np.ndarray] = []
         self._rewards: list[float] = []
         self._terminated: list[bool] = []
         self._truncated: list[bool] = []
@@ -119,19 +174,28 @@ class UnrollActor:
             self._terminated.append(timestep.terminated)
             self._truncated.append(timestep.truncated)
         self._observations.append(np.asarray(timestep.observation, dtype=self._observation_dtype))
+        self._first.append(timestep.first)
         if len(self._observations) == self._unroll_length + 1:
             self._send()
         self._valid.append(not timestep.last)
         if timestep.last:  # the env resets next; this action is never used
             self._actions.append(self._no_action)
+            self._logits.append(self._no_logits)
             return self._no_action
-        action = self._sample(self._observations[-1])
+        action = self._sample(self._observations[-1], timestep.first)
         self._actions.append(action)
         if self._continuous:
             return np.clip(action, self._action_low, self._action_high)
         return int(action)
 
     def _send(self) -> None:
+        extras = {}
+        if self._record_behaviour:
+            extras = dict(
+                first=np.asarray(self._first, dtype=bool),
+                behaviour_logits=None if self._continuous else np.stack(self._logits),
+                core_state=self._core_state,
+            )
         unroll = Unroll(
             actor_index=self._link.actor_index,
             parameter_version=self._link.parameter_version,
@@ -141,35 +205,35 @@ class UnrollActor:
             terminated=np.asarray(self._terminated, dtype=bool),
             truncated=np.asarray(self._truncated, dtype=bool),
             valid=np.asarray(self._valid, dtype=bool),
+            **extras,
         )
-        last_observation = self._observations[-1]
+        last_observation, last_first = self._observations[-1], self._first[-1]
+        # The next unroll starts at s_T, whose recurrent state is the one before the policy reads s_T.
         self._clear()
         self._observations.append(last_observation)
+        self._first.append(last_first)
         payload = unroll if self._process_unroll is None else self._process_unroll(unroll)
         self._link.send(payload)
-        self._link.wait_for_new_parameters()
+        if self._wait_for_parameters:
+            self._link.wait_for_new_parameters()
+        else:
+            self._link.pull_parameters()
 
-    def _sample(self, observation: np.ndarray) -> Any:
+    def _sample(self, observation: np.ndarray, first: bool) -> Any:
         # Sampled in numpy: for one observation, torch.distributions' per-call overhead would cost more
         # than the whole network.
-        output = self._policy(observation)
+        output = self._policy(observation, first)
         if self._continuous:
             mean, std = output[0], np.exp(output[1])
             return (mean + std * self._rng.standard_normal(mean.shape)).astype(np.float32)
         logits = output.astype(np.float64)
+        if self._record_behaviour:
+            self._logits.append(logits.astype(np.float32))
         cumulative = np.cumsum(np.exp(logits - logits.max()))
         return int(np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right"))
 
-    @torch.inference_mode()
-    def _run_traced(self, observation: np.ndarray) -> Any:
-        """The traced policy's output for one observation, as numpy arrays without the batch axis."""
-        output = self._traced(torch.as_tensor(observation, device=self._device).unsqueeze(0))
-        if self._continuous:
-            return output[0][0].cpu().numpy(), output[1][0].cpu().numpy()
-        return output[0].cpu().numpy()
-
     def reset(self) -> None:
-        pass  # episodes follow each other inside unrolls, marked by `valid`
+        pass  # episodes follow each other inside unrolls, marked by `valid` (and `first`)
 
     @property
     def statistics(self) -> dict[str, float]:

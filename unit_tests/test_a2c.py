@@ -95,12 +95,11 @@ def test_termination_inside_an_unroll_changes_the_loss(tmp_path):
     assert loss_plain.item() != pytest.approx(loss_terminated.item())
 
 
-def test_learner_refuses_data_of_old_parameters(tmp_path):
-    learner = train.build_learner(
-        _config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu"), False
-    ).learner
-    with pytest.raises(RuntimeError, match="A2C is synchronous"):
-        learner.learn([_unroll(0, version=1), _unroll(1, version=0)])
+@pytest.mark.parametrize("gradients_from_actors", [False, True])
+def test_learners_declare_themselves_on_policy(tmp_path, gradients_from_actors):
+    # The loop then gives them only data of the newest parameters (test_distributed checks the loop).
+    config, cpu = _config(tmp_path), torch.device("cpu")
+    assert train.build_learner(config, gym.make("CartPole-v1"), cpu, gradients_from_actors).learner.on_policy
 
 
 def test_continuous_env_is_a_config_error(tmp_path):

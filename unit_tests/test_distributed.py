@@ -1,8 +1,10 @@
 """The distributed loop: shared parameters, actor processes, faults, iteration boundaries, Ctrl-C."""
 
+import csv
 import functools
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +16,11 @@ import pytest
 import torch
 from torch import nn
 
-from deep_rl_zoo import gym_env, main_loop, trackers
+from deep_rl_zoo import errors, gym_env, main_loop, trackers
+from deep_rl_zoo.errors import ActorError, ZooError
+from deep_rl_zoo.runtime.interface import ActorMessage, ActorRestart
+from deep_rl_zoo.runtime.local import LocalActorRuntime, SharedParameters
+from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
 
 # ----------------------------------------------------------------------------------------------------
 # A fake algorithm: actors act at random on CartPole and send (parameter version, env steps) unrolls.
@@ -60,9 +66,18 @@ class _CountingActor:
 
 
 def _build_fake_actor(
-    unroll_length, synchronous, failing_actor, fail_after, failure, max_sleep_s, actor_index, device, link
+    unroll_length,
+    synchronous,
+    failing_actor,
+    fail_after,
+    failure,
+    max_sleep_s,
+    actor_index,
+    seed,
+    device,
+    link,
 ):
-    env = gym_env.create_classic_environment("CartPole-v1", seed=actor_index)
+    env = gym_env.create_classic_environment("CartPole-v1", seed=seed)
     actor = _CountingActor(
         link,
         unroll_length,
@@ -79,6 +94,7 @@ class _FakeLearner:
     """Checks that every payload of a synchronous step was collected with the published parameters."""
 
     agent_name = "FAKE"
+    on_policy = False  # the learner counts stale payloads itself: the loop must not drop them
 
     def __init__(self, num_actors: int, synchronous: bool):
         self.messages_per_step = num_actors
@@ -113,16 +129,16 @@ class _FakeLearner:
 
 
 def _make_pool(num_actors, learner, unroll_length=5, synchronous=True, failing_actor=-1, fail_after=-1,
-               failure="raise", max_sleep_s=0.0):  # fmt: skip
+               failure="raise", max_sleep_s=0.0, max_actor_restarts=0):  # fmt: skip
     build = functools.partial(
         _build_fake_actor, unroll_length, synchronous, failing_actor, fail_after, failure, max_sleep_s
     )
-    return main_loop.ActorPool(
+    return LocalActorRuntime(
         learner.shared_module,
         build,
         seeds=list(range(num_actors)),
         devices=[torch.device("cpu")] * num_actors,
-        queue_size=2 * num_actors,
+        max_actor_restarts=max_actor_restarts,
     )
 
 
@@ -143,12 +159,12 @@ def _run(tmp_path, learner, pool, num_iterations, num_train_steps):
     env = gym_env.create_classic_environment("CartPole-v1", seed=99)
     try:
         with pool:
-            return main_loop.run_distributed_training_iterations(
+            return run_distributed_training_iterations(
                 num_iterations=num_iterations,
                 num_train_steps=num_train_steps,
                 num_eval_steps=20,
                 learner=learner,
-                actor_pool=pool,
+                runtime=pool,
                 eval_agent=_RandomAgent(),
                 eval_env=env,
                 seed=0,
@@ -162,7 +178,7 @@ def _run(tmp_path, learner, pool, num_iterations, num_train_steps):
 
 
 def _assert_all_children_gone(pool):
-    pids = [p.pid for p in pool._processes if p.pid is not None]
+    pids = pool.started_pids
     assert pids, "the pool never started its actors"
     assert multiprocessing.active_children() == []
     for pid in pids:
@@ -177,7 +193,7 @@ def _assert_all_children_gone(pool):
 def test_shared_parameters_copy_values_and_count_versions():
     context = torch.multiprocessing.get_context("spawn")
     learner_module = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))  # float32 params, int64 buffer
-    shared = main_loop.SharedParameters(learner_module, context)
+    shared = SharedParameters(learner_module, context)
     assert shared.version == 0
     with torch.no_grad():
         learner_module[0].weight.fill_(2.0)
@@ -197,7 +213,7 @@ def test_shared_parameters_copy_values_and_count_versions():
 
 
 def test_shared_parameters_reject_another_architecture():
-    shared = main_loop.SharedParameters(nn.Linear(3, 2), torch.multiprocessing.get_context("spawn"))
+    shared = SharedParameters(nn.Linear(3, 2), torch.multiprocessing.get_context("spawn"))
     with pytest.raises(ValueError, match="architecture"):
         shared.publish(nn.Linear(4, 2))
 
@@ -248,29 +264,35 @@ def test_actor_failure_stops_the_run_naming_the_actor(tmp_path, failure, message
     learner = _FakeLearner(num_actors=3, synchronous=True)
     pool = _make_pool(3, learner, unroll_length=5, failing_actor=1, fail_after=12, failure=failure)
     start = time.perf_counter()
-    with pytest.raises(main_loop.ActorError, match=message):
+    with pytest.raises(ActorError, match=message):
         _run(tmp_path, learner, pool, num_iterations=1000, num_train_steps=1000)
     assert time.perf_counter() - start < 30  # noticed within seconds, not at the end of the run
     _assert_all_children_gone(pool)
 
 
 def test_actor_error_ends_a_script_with_a_nonzero_exit_code():
-    assert issubclass(main_loop.ActorError, main_loop.ZooError)
-    assert main_loop.ActorError.exit_code != 0
+    assert issubclass(ActorError, ZooError)
+    assert ActorError.exit_code != 0
 
 
 _INTERRUPTIBLE_RUN = textwrap.dedent(
     """
-    import os, sys, pathlib
+    import os, sys, pathlib, time
     from deep_rl_zoo.errors import exit_on_error
     from unit_tests import test_distributed as t
 
     @exit_on_error
     def main():
         learner = t._FakeLearner(num_actors=2, synchronous=True)
+        if len(sys.argv) > 2 and sys.argv[2] == "flooding":  # the learner stops reading: actors block mid-send
+            with t._flooding_runtime(2, max_actor_restarts=0) as pool:
+                pool.get()
+                pathlib.Path(sys.argv[1]).write_text(" ".join(str(p.pid) for p in pool.processes))
+                while True:
+                    time.sleep(1)
         pool = t._make_pool(2, learner, unroll_length=5, max_sleep_s=0.002)
         with pool:
-            pathlib.Path(sys.argv[1]).write_text(" ".join(str(p.pid) for p in pool._processes))
+            pathlib.Path(sys.argv[1]).write_text(" ".join(str(p.pid) for p in pool.processes))
             while True:
                 pool.get()
                 learner.learn([{"version": learner.version, "steps": 0}])
@@ -323,12 +345,15 @@ def test_actors_on_gpu_without_a_gpu_keeps_actors_on_the_cpu_and_says_so_once(ca
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
-def test_actors_exit_when_the_learner_is_killed(tmp_path):
-    """SIGKILL leaves the learner no chance to stop its actors: they must notice by themselves."""
+@pytest.mark.parametrize("actors_blocked_on", ["waiting for parameters", "sending (learner not reading)"])
+def test_actors_exit_when_the_learner_is_killed(tmp_path, actors_blocked_on):
+    """SIGKILL leaves the learner no chance to stop its actors: they must notice by themselves, whatever
+    they are blocked on, and no process (actor or fork server) may be left."""
     pid_file = tmp_path / "pids"
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    mode = "flooding" if actors_blocked_on.startswith("sending") else "synchronous"
     process = subprocess.Popen(
-        [sys.executable, "-c", _INTERRUPTIBLE_RUN, str(pid_file)],
+        [sys.executable, "-c", _INTERRUPTIBLE_RUN, str(pid_file), mode],
         cwd=repo_root,
         stderr=subprocess.PIPE,
         text=True,
@@ -342,15 +367,164 @@ def test_actors_exit_when_the_learner_is_killed(tmp_path):
             time.sleep(0.1)
         time.sleep(1.0)
         actor_pids = list(map(int, pid_file.read_text().split()))
+        helper_pids = {_parent(pid) for pid in actor_pids} - {process.pid}  # the fork server
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
-        deadline = time.monotonic() + 20
+        killed = time.monotonic()
         while any(_running(pid) for pid in actor_pids):
-            assert time.monotonic() < deadline, f"actors {actor_pids} outlived the killed learner"
+            assert time.monotonic() - killed < 10, f"actors {actor_pids} outlived the killed learner by 10 s"
+            time.sleep(0.2)
+        while any(_running(pid) for pid in helper_pids):
+            assert time.monotonic() - killed < 20, f"fork server {helper_pids} outlived the killed learner"
             time.sleep(0.2)
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+# ----------------------------------------------------------------------------------------------------
+# The loop against a scripted runtime (no processes): what reaches the learner, what is logged.
+
+
+class _ScriptedRuntime:
+    """An ActorRuntime that hands out the given messages in order; publishing bumps the version."""
+
+    num_actors = 2
+
+    def __init__(self, messages, restarts=()):
+        self._messages = list(messages)
+        self._restarts = list(restarts)
+        self.parameter_version = 1  # published once at construction
+
+    def publish(self, module):
+        self.parameter_version += 1
+        return self.parameter_version
+
+    def get(self):
+        return self._messages.pop(0)
+
+    def take_restarts(self):
+        restarts, self._restarts = self._restarts, []
+        return restarts
+
+
+class _RecordingLearner(_FakeLearner):
+    def __init__(self, on_policy):
+        super().__init__(num_actors=2, synchronous=True)
+        self.on_policy = on_policy
+        self.batches = []
+
+    def learn(self, payloads):
+        self.batches.append([(p["actor"], p["version"]) for p in payloads])
+        super().learn(payloads)
+
+
+def _message(actor, version, steps=5):
+    payload = {"actor": actor, "version": version, "steps": steps}
+    return ActorMessage(actor, version, payload, steps, [], {})
+
+
+def _run_scripted(tmp_path, learner, runtime, num_train_steps):
+    logger = trackers.RunLogger(
+        str(tmp_path), use_tensorboard=False, results_csv_path=str(tmp_path / "r.csv")
+    )
+    env = gym_env.create_classic_environment("CartPole-v1", seed=99)
+    try:
+        state = run_distributed_training_iterations(
+            num_iterations=1, num_train_steps=num_train_steps, num_eval_steps=5, learner=learner,
+            runtime=runtime, eval_agent=_RandomAgent(), eval_env=env, seed=0, logger=logger,
+            save_checkpoint=lambda iteration, state: "nowhere", loop_state=main_loop.LoopState(),
+            show_progress=False,
+        )  # fmt: skip
+    finally:
+        env.close()
+        logger.close()
+    with open(tmp_path / "r.csv") as f:
+        return state, next(csv.DictReader(f))
+
+
+def test_on_policy_learner_gets_only_data_of_the_newest_parameters_but_every_env_step_counts(
+    tmp_path, capsys
+):
+    # Step 1 at version 1: actors 0 and 1. Then actor 1 was replaced after sending its version-1 unroll,
+    # and its replacement sends again: that old unroll (version 1, the learner is at 2) is dropped.
+    restart = ActorRestart(1, "was killed by signal SIGKILL", restart_count=1, seed=7)
+    runtime = _ScriptedRuntime(
+        [_message(0, 1), _message(1, 1), _message(1, 1), _message(0, 2), _message(1, 2)], [restart]
+    )
+    learner = _RecordingLearner(on_policy=True)
+    state, row = _run_scripted(tmp_path, learner, runtime, num_train_steps=25)
+    assert learner.batches == [[(0, 1), (1, 1)], [(0, 2), (1, 2)]]
+    assert state.train_env_steps == 5 * 5  # the dropped unroll's 5 env steps happened: they count
+    assert "learner_mean_parameter_lag" not in row  # always 0 for an on-policy learner
+    assert "actor 1 was killed by signal SIGKILL; restarted it with seed 7 (restart 1 of this run)" in (
+        capsys.readouterr().out
+    )
+
+
+def test_off_policy_learner_gets_everything_and_the_loop_reports_the_lag(tmp_path):
+    runtime = _ScriptedRuntime([_message(0, 1), _message(1, 1), _message(0, 1), _message(1, 2)])
+    learner = _RecordingLearner(on_policy=False)
+    _, row = _run_scripted(tmp_path, learner, runtime, num_train_steps=20)
+    assert learner.batches == [[(0, 1), (1, 1)], [(0, 1), (1, 2)]]
+    # Second step, at version 2: lags (2 - 1) and (2 - 2): mean 0.5.
+    assert float(row["learner_mean_parameter_lag"]) == 0.5
+
+
+# ----------------------------------------------------------------------------------------------------
+# Faults: actors killed at random moments (mid-send included), crash loops, a killed learner.
+
+_ATARI_UNROLL_SHAPE = (129, 4, 84, 84)  # T + 1 = 129 stacks of 4 frames of 84 x 84 bytes: 3.6 MB
+
+
+class _FloodingActor:
+    """Sends an Atari-sized unroll every 4 env steps without waiting; every byte of message k is k % 251,
+    so a message stitched from two actors' or two incarnations' bytes would be caught."""
+
+    agent_name = "FAKE"
+
+    def __init__(self, link):
+        self._link = link
+        self._frames = np.zeros(_ATARI_UNROLL_SHAPE, np.uint8)
+        self._count = 0
+        self._steps = 0
+
+    def step(self, timestep):
+        self._steps += 1
+        if self._steps % 4 == 0:
+            self._frames.fill(self._count % 251)
+            self._link.send({"count": self._count, "frames": self._frames})
+            self._count += 1
+            self._link.pull_parameters()
+        return 0
+
+    def reset(self):
+        pass
+
+
+def _build_flooding_actor(actor_index, seed, device, link):
+    return gym_env.create_classic_environment("CartPole-v1", seed=seed), _FloodingActor(link), nn.Linear(2, 1)
+
+
+def _flooding_runtime(num_actors, max_actor_restarts):
+    return LocalActorRuntime(
+        nn.Linear(2, 1),
+        _build_flooding_actor,
+        seeds=list(range(num_actors)),
+        devices=[torch.device("cpu")] * num_actors,
+        max_actor_restarts=max_actor_restarts,
+    )
+
+
+def _check_intact(message):
+    payload = message.payload
+    assert payload["frames"].shape == _ATARI_UNROLL_SHAPE
+    assert (payload["frames"] == payload["count"] % 251).all(), "a message was stitched from torn bytes"
 
 
 def _running(pid: int) -> bool:
@@ -360,3 +534,151 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
+def test_actors_killed_at_random_moments_mid_send_included_are_replaced_and_the_run_goes_on():
+    rng = np.random.default_rng(0)
+    num_kills = 12
+    runtime = _flooding_runtime(num_actors=2, max_actor_restarts=num_kills)
+    with runtime:
+        for _ in range(2):  # both actors are up and sending
+            _check_intact(runtime.get())
+        for kill in range(num_kills):
+            if kill % 2 == 0:
+                # The learner stops reading for a moment: each actor fills its pipe and blocks half-way
+                # through a 3.6 MB message (the pipe holds at most 1 MiB). The kill tears that message.
+                time.sleep(0.3)
+            else:
+                for _ in range(int(rng.integers(0, 4))):  # a random point of the stream
+                    _check_intact(runtime.get())
+            victim = runtime.processes[int(rng.integers(2))]
+            os.kill(victim.pid, signal.SIGKILL)
+            start = time.monotonic()
+            restarts = []
+            while not restarts:  # the learner notices, drops the torn tail and starts a replacement
+                _check_intact(runtime.get())
+                restarts = runtime.take_restarts()
+                assert time.monotonic() - start < 30, "the learner did not notice the killed actor"
+            assert restarts[0].how == "was killed by signal SIGKILL" and restarts[0].restart_count == kill + 1
+        senders = set()
+        while senders != {0, 1}:  # both slots, replaced several times, still deliver intact messages
+            message = runtime.get()
+            _check_intact(message)
+            senders.add(message.actor_index)
+        assert runtime.torn_messages >= num_kills // 2
+    assert not any(_running(pid) for pid in runtime.started_pids)
+    assert len(runtime.started_pids) == 2 + num_kills
+
+
+def test_past_max_actor_restarts_the_run_stops_within_seconds_naming_the_actor():
+    runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
+    with pytest.raises(ActorError, match=r"actor 1 was killed by signal SIGKILL; no restarts left \(1 of"):
+        with runtime:
+            runtime.get()
+            for _ in range(2):
+                os.kill(runtime.processes[1].pid, signal.SIGKILL)
+                start = time.monotonic()
+                while not runtime.take_restarts():
+                    runtime.get()
+                    assert time.monotonic() - start < 30
+    assert not any(_running(pid) for pid in runtime.started_pids)
+
+
+def test_an_actor_that_keeps_failing_is_restarted_up_to_the_cap_then_the_run_stops(tmp_path, capsys):
+    learner = _FakeLearner(num_actors=3, synchronous=True)
+    # Actor 1 raises at its 12th env step in every incarnation: 2 restarts, then the error.
+    pool = _make_pool(3, learner, unroll_length=5, failing_actor=1, fail_after=12, max_actor_restarts=2)
+    with pytest.raises(ActorError, match=r"actor 1 failed: RuntimeError: boom .*2 of --max_actor_restarts=2"):
+        _run(tmp_path, learner, pool, num_iterations=1000, num_train_steps=1000)
+    out = capsys.readouterr().out
+    assert "actor 1 failed: RuntimeError: boom in the actor; restarted it with seed 100004 (restart 1" in out
+    assert "(restart 2 of this run)" in out
+    _assert_all_children_gone(pool)
+
+
+class _ExplodingLearner(_FakeLearner):
+    def learn(self, payloads):
+        super().learn(payloads)
+        if self.learner_steps == 3:
+            raise errors.NonFiniteLossError(3, float("nan"))
+
+
+def test_an_exception_in_the_learner_stops_every_actor(tmp_path):
+    learner = _ExplodingLearner(num_actors=2, synchronous=False)
+    pool = _make_pool(2, learner, unroll_length=3, synchronous=False)
+    with pytest.raises(errors.NonFiniteLossError):
+        _run(tmp_path, learner, pool, num_iterations=10, num_train_steps=100)
+    _assert_all_children_gone(pool)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The run scripts, as a user runs them: an actor killed mid-run.
+
+
+def _actor_pids(learner_pid: int) -> list[int]:
+    """The learner's grandchildren: actors are forked by the fork server, the learner's child."""
+    return [a for child in _direct_children(learner_pid) for a in _direct_children(child)]
+
+
+def _direct_children(pid: int) -> list[int]:
+    result = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if _parent(int(entry)) == pid:
+                    result.append(int(entry))
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return result
+
+
+@pytest.mark.smoke
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process trees from /proc")
+@pytest.mark.parametrize(
+    ("agent", "max_actor_restarts", "flags"),
+    [("ppo", 0, ["--minibatch_size=32"]), ("impala", 10, [])],
+    ids=["ppo-no-restarts", "impala-restarts"],
+)
+def test_a_run_script_survives_a_killed_actor_or_stops_naming_it(tmp_path, agent, max_actor_restarts, flags):
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    checkpoints = tmp_path / "checkpoints"
+    num_iterations = 3
+    process = subprocess.Popen(
+        [sys.executable, "-m", f"deep_rl_zoo.{agent}.run_classic", "--num_actors=2", "--unroll_length=16",
+         f"--num_iterations={num_iterations}", "--num_train_steps=1000", "--num_eval_steps=100",
+         f"--max_actor_restarts={max_actor_restarts}", f"--checkpoint_dir={checkpoints}",
+         f"--runs_dir={tmp_path / 'runs'}", "--nouse_tensorboard", "--noshow_progress", "--nostop_when_solved",
+         "--seed=3", *flags],
+        cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (checkpoints.exists() and os.listdir(checkpoints)):  # the first iteration is saved
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.1)
+        actors = _actor_pids(process.pid)
+        assert len(actors) == 2, actors
+        all_pids = actors + _direct_children(process.pid)
+        os.kill(actors[1], signal.SIGKILL)
+        killed = time.monotonic()
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    if max_actor_restarts == 0:
+        assert time.monotonic() - killed < 30
+        assert process.returncode == 4, stderr
+        assert re.search(r"error: actor \d was killed by signal SIGKILL; no restarts left", stderr), stderr
+        assert os.listdir(checkpoints), "the checkpoints written before the failure are kept"
+    else:
+        assert process.returncode == 0, stderr
+        assert re.search(
+            r"actor \d was killed by signal SIGKILL; restarted it with seed \d+ \(restart 1", stdout
+        )
+        assert sorted(os.listdir(checkpoints))[-1].endswith(f"_{num_iterations - 1}.ckpt")
+    deadline = time.monotonic() + 20
+    while any(_running(pid) for pid in all_pids):
+        assert time.monotonic() < deadline, "a process of the run outlived it"
+        time.sleep(0.2)

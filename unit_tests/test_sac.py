@@ -14,7 +14,7 @@ from deep_rl_zoo import checkpoint, unrolls
 from deep_rl_zoo.config import EvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.sac import eval_agent, losses, run_atari, train
-from deep_rl_zoo.sac.agent import NonBlockingLink
+from deep_rl_zoo.types_ import TimeStep
 
 # ----------------------------------------------------------------------------------------------------
 # Losses
@@ -175,9 +175,15 @@ def test_learner_takes_its_share_of_gradient_steps_and_moves_the_policy(tmp_path
     assert statistics["alpha"] > 0 and np.isfinite(statistics["critic_loss"])
 
 
-def test_non_blocking_link_pulls_instead_of_waiting():
+def test_actor_pulls_parameters_after_each_chunk_instead_of_waiting():
     class Link:
         actor_index, parameter_version, pulls = 3, 7, 0
+
+        def __init__(self):
+            self.sent = []
+
+        def send(self, payload):
+            self.sent.append(payload)
 
         def pull_parameters(self):
             self.pulls += 1
@@ -185,10 +191,14 @@ def test_non_blocking_link_pulls_instead_of_waiting():
         def wait_for_new_parameters(self):
             raise AssertionError("SAC actors never wait")
 
-    link = Link()
-    wrapped = NonBlockingLink(link)
-    wrapped.wait_for_new_parameters()
-    assert link.pulls == 1 and wrapped.actor_index == 3 and wrapped.parameter_version == 7
+    link, env = Link(), gym.make("CartPole-v1")
+    config = train.SacConfig(unroll_length=2)
+    actor, _ = train.build_actor(config, env, torch.device("cpu"), link, seed=0)
+    observation = np.zeros(4, np.float32)
+    for t in range(5):  # s_0 ... s_4: chunks (s_0, s_1, s_2) and (s_2, s_3, s_4)
+        actor.step(TimeStep(observation, 0.0 if t == 0 else 1.0, False, False, t == 0, {}))
+    assert link.pulls == 2 and [chunk.actor_index for chunk in link.sent] == [3, 3]
+    assert [chunk.parameter_version for chunk in link.sent] == [7, 7]
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ class _Learner:
     """What A2C and A2C-grad share: the optimiser step, statistics and checkpoints."""
 
     agent_name = "A2C"
+    on_policy = True  # the loop gives `learn` only data of the parameters published last
 
     def __init__(
         self,
@@ -81,20 +82,11 @@ class _Learner:
         self._max_grad_norm = max_grad_norm
         self._device = device
         self._learner_steps = 0
-        self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
         self._statistics: dict[str, float] = {}
 
     @property
     def shared_module(self) -> nn.Module:
         return self._network
-
-    def _check_on_policy(self, payloads) -> None:
-        for payload in payloads:
-            if payload.parameter_version != self._parameter_version:
-                raise RuntimeError(
-                    f"actor {payload.actor_index} sent data of parameters {payload.parameter_version}, "
-                    f"the learner is at {self._parameter_version}: A2C is synchronous"
-                )
 
     def _apply_gradients(self, loss_value: float) -> None:
         if not np.isfinite(loss_value):
@@ -104,7 +96,6 @@ class _Learner:
             self._statistics["gradient_norm"] = float(norm)
         self._optimizer.step()
         self._learner_steps += 1
-        self._parameter_version += 1  # the loop publishes right after
 
     @property
     def statistics(self) -> dict[str, float]:
@@ -130,7 +121,6 @@ class A2c(_Learner):
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         payloads = sorted(payloads, key=lambda u: u.actor_index)  # arrival order varies; results must not
-        self._check_on_policy(payloads)
         batch = unrolls.stack_unrolls(payloads, [u.reward for u in payloads], self._device)
         loss, self._statistics = a2c_loss(
             self._network, batch, self._discount, self._value_coef, self._entropy_coef
@@ -184,7 +174,6 @@ class A2cGrad(_Learner):
 
     def learn(self, payloads: list[Gradient]) -> None:
         payloads = sorted(payloads, key=lambda g: g.actor_index)  # float sums depend on the order
-        self._check_on_policy(payloads)
         mean_gradient = torch.as_tensor(np.mean([p.gradient for p in payloads], axis=0), device=self._device)
         offset = 0
         for parameter in self._network.parameters():

@@ -12,9 +12,9 @@ from deep_rl_zoo.a2c.agent import A2c, A2cGrad, GradientComputer
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
-from deep_rl_zoo.main_loop import LearnerLink
 from deep_rl_zoo.networks import policy
 from deep_rl_zoo.normalizers import NormalizedNetwork
+from deep_rl_zoo.runtime import LearnerLink
 
 
 @dataclasses.dataclass(frozen=True)

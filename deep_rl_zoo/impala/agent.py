@@ -1,9 +1,9 @@
 """IMPALA (Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with Importance Weighted
 Actor-Learner Architectures", https://arxiv.org/abs/1802.01561).
 
-Actors (`ImpalaActor`, one process each) sample their copy of the policy for T env steps, send the
-unroll with the behaviour policy's logits, pick up the newest parameters if there are any, and go on
-without waiting: their policy lags the learner's by a few updates. The learner (`Impala`) takes a
+Actors (the shared `unrolls.UnrollActor` with `ImpalaActingPolicy`, one per slot) sample their copy of
+the policy for T env steps, send the unroll with the behaviour policy's logits, the `first` flags and
+the LSTM state before it, pick up the newest parameters if there are any, and go on without waiting: their policy lags the learner's by a few updates. The learner (`Impala`) takes a
 batch of B unrolls in arrival order, runs them through its current network (the LSTM from each
 unroll's recorded initial state), corrects for the lag with V-trace and takes one gradient step on
 
@@ -12,135 +12,38 @@ unroll's recorded initial state), corrects for the lag with V-trace and takes on
 over the valid pairs of the batch (see `deep_rl_zoo.unrolls` for the unroll layout).
 """
 
-from typing import Any, NamedTuple
+from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
 from deep_rl_zoo import policy_gradient, unrolls, vtrace
 from deep_rl_zoo.errors import NonFiniteLossError
-from deep_rl_zoo.main_loop import LearnerLink
 from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.types_ import TimeStep
 
 
-class ImpalaUnroll(NamedTuple):
-    """An `unrolls.Unroll` plus what off-policy correction and the LSTM need (numpy arrays)."""
+class ImpalaActingPolicy:
+    """The `unrolls.ActingPolicy` of IMPALA's actors: the logits of one observation, carrying the LSTM
+    state from step to step (the network resets it where `first` is set)."""
 
-    actor_index: int
-    parameter_version: int  # the parameters the actor held when it sent the unroll
-    observation: np.ndarray  # [T + 1, *observation_shape], s_0 ... s_T
-    first: np.ndarray  # [T + 1] bool, s_t starts an episode (the LSTM state is reset before it)
-    action: np.ndarray  # [T] int64, a_t in s_t (0 where s_t ended an episode)
-    behaviour_logits: np.ndarray  # [T, A] float32, mu's logits in s_t
-    reward: np.ndarray  # [T] float32, r_{t+1}
-    terminated: np.ndarray  # [T] bool, s_{t+1} is terminal
-    truncated: np.ndarray  # [T] bool, s_{t+1} was cut by a time limit
-    valid: np.ndarray  # [T] bool, s_t did not end an episode (so pair t is a transition)
-    core_state: tuple  # LSTM (h, c) each [H] float32 before s_0, or ()
-
-
-class ImpalaActor:
-    """Samples the policy, sends an `ImpalaUnroll` every T steps, then pulls new parameters (if any)
-    without waiting for them."""
-
-    def __init__(
-        self,
-        *,
-        network: ImpalaActorCritic,
-        link: LearnerLink,
-        observation_space: gym.Space,
-        unroll_length: int,
-        rng: np.random.Generator,
-        device: torch.device,
-        agent_name: str,
-    ):
-        self.agent_name = agent_name
+    def __init__(self, network: ImpalaActorCritic, device: torch.device):
         self._network = network
-        self._link = link
-        self._unroll_length = unroll_length
-        self._rng = rng
         self._device = device
-        self._observation_dtype = unrolls.observation_dtype(observation_space)
         self._core_state = network.initial_state(1, device)
-        self._clear(self._core_state)
-
-    def _clear(self, core_state) -> None:
-        self._initial_core_state = tuple(s[0].cpu().numpy() for s in core_state)
-        self._observations: list[np.ndarray] = []
-        self._first: list[bool] = []
-        self._actions: list[int] = []
-        self._logits: list[np.ndarray] = []
-        self._rewards: list[float] = []
-        self._terminated: list[bool] = []
-        self._truncated: list[bool] = []
-        self._valid: list[bool] = []
-
-    def step(self, timestep: TimeStep) -> int:
-        if self._observations:  # timestep completes the pair that started at the previous one
-            self._rewards.append(float(timestep.reward))
-            self._terminated.append(timestep.terminated)
-            self._truncated.append(timestep.truncated)
-        self._observations.append(np.asarray(timestep.observation, dtype=self._observation_dtype))
-        self._first.append(timestep.first)
-        if len(self._observations) == self._unroll_length + 1:
-            self._send()
-        logits, self._core_state = self._policy(timestep)
-        self._valid.append(not timestep.last)
-        if timestep.last:  # the env resets next; this action is never used
-            self._actions.append(0)
-            self._logits.append(np.zeros_like(logits, dtype=np.float32))
-            return 0
-        cumulative = np.cumsum(np.exp(logits - logits.max()))
-        action = int(np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right"))
-        self._actions.append(action)
-        self._logits.append(logits.astype(np.float32))
-        return action
 
     @torch.inference_mode()
-    def _policy(self, timestep: TimeStep) -> tuple[np.ndarray, Any]:
-        x = torch.as_tensor(self._observations[-1], device=self._device)[None, None]
-        first = torch.tensor([[timestep.first]], device=self._device)
-        output, core_state = self._network(x, first, self._core_state)
-        return output.pi_logits[0, 0].double().cpu().numpy(), core_state
-
-    def _send(self) -> None:
-        unroll = ImpalaUnroll(
-            actor_index=self._link.actor_index,
-            parameter_version=self._link.parameter_version,
-            observation=np.stack(self._observations),
-            first=np.asarray(self._first, dtype=bool),
-            action=np.asarray(self._actions, dtype=np.int64),
-            behaviour_logits=np.stack(self._logits),
-            reward=np.asarray(self._rewards, dtype=np.float32),
-            terminated=np.asarray(self._terminated, dtype=bool),
-            truncated=np.asarray(self._truncated, dtype=bool),
-            valid=np.asarray(self._valid, dtype=bool),
-            core_state=self._initial_core_state,
+    def __call__(self, observation: np.ndarray, first: bool) -> np.ndarray:
+        x = torch.as_tensor(observation, device=self._device)[None, None]
+        output, self._core_state = self._network(
+            x, torch.tensor([[first]], device=self._device), self._core_state
         )
-        last_observation, last_first = self._observations[-1], self._first[-1]
-        # The next unroll starts at s_T, whose core state is the one before the network reads s_T.
-        self._clear(self._core_state)
-        self._observations.append(last_observation)
-        self._first.append(last_first)
-        self._link.send(unroll)
-        self._link.pull_parameters()  # asynchronous: take newer parameters if published, never wait
+        return output.pi_logits[0, 0].double().cpu().numpy()
 
-    def reset(self) -> None:
-        pass  # episodes follow each other inside unrolls; `first` resets the LSTM state
-
-    @property
-    def statistics(self) -> dict[str, float]:
-        return {"parameter_version": self._link.parameter_version}
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
+    def state(self) -> tuple:
+        return tuple(s[0].cpu().numpy() for s in self._core_state)
 
 
 class ImpalaGreedyActor:
@@ -178,6 +81,7 @@ class Impala:
     """The IMPALA learner: one V-trace actor-critic gradient step per batch of unrolls."""
 
     agent_name = "IMPALA"
+    on_policy = False  # V-trace corrects for the actors' lag (the loop logs it as mean_parameter_lag)
 
     def __init__(
         self,
@@ -215,14 +119,13 @@ class Impala:
         self._device = device
         self._env_steps = 0  # transitions learned from (the learning-rate schedule's clock)
         self._learner_steps = 0
-        self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
         self._statistics: dict[str, float] = {}
 
     @property
     def shared_module(self) -> nn.Module:
         return self._network
 
-    def learn(self, payloads: list[ImpalaUnroll]) -> None:
+    def learn(self, payloads: list[unrolls.Unroll]) -> None:
         batch = self._stack(payloads)
         num_steps = batch["reward"].shape[0]
         output, _ = self._network(batch["observation"], batch["first"], batch["core_state"])
@@ -263,10 +166,8 @@ class Impala:
         if not np.isfinite(loss_value):
             raise NonFiniteLossError(self._learner_steps, loss_value)
 
-        lags = [self._parameter_version - u.parameter_version for u in payloads]
         self._env_steps += num_steps * len(payloads)
         self._learner_steps += 1
-        self._parameter_version += 1  # the loop publishes right after this returns
         self._statistics = {
             "loss": loss_value,
             "policy_loss": policy.loss.mean().item(),
@@ -275,10 +176,9 @@ class Impala:
             "mean_clipped_rho": targets.clipped_rho[valid].mean().item(),
             "grad_norm": float(grad_norm),
             "learning_rate": self._optimizer.param_groups[0]["lr"],
-            "mean_parameter_lag": float(np.mean(lags)),  # learner updates the actors were behind
         }
 
-    def _stack(self, payloads: list[ImpalaUnroll]) -> dict[str, Any]:
+    def _stack(self, payloads: list[unrolls.Unroll]) -> dict[str, Any]:
         lengths = {len(u.reward) for u in payloads}
         if len(lengths) != 1:
             raise ValueError(f"unrolls of different lengths {sorted(lengths)}")

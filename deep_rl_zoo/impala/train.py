@@ -7,12 +7,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import run_support, unrolls
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
-from deep_rl_zoo.impala.agent import Impala, ImpalaActor, ImpalaGreedyActor
-from deep_rl_zoo.main_loop import LearnerLink
+from deep_rl_zoo.impala.agent import Impala, ImpalaActingPolicy, ImpalaGreedyActor
 from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic
+from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.schedules import LinearSchedule
 
 
@@ -90,17 +90,21 @@ def build_learner(config: ImpalaConfig, env: gym.Env, device: torch.device) -> r
 
 def build_actor(
     config: ImpalaConfig, env: gym.Env, device: torch.device, link: LearnerLink, seed: int
-) -> tuple[ImpalaActor, ImpalaActorCritic]:
-    """Runs in each actor process: a copy of the network and the actor sampling from it."""
+) -> tuple[unrolls.UnrollActor, ImpalaActorCritic]:
+    """Runs in each actor process: a copy of the network and the actor sampling from it, never waiting
+    for the learner."""
     network = build_network(config, env).to(device).requires_grad_(False)
-    actor = ImpalaActor(
-        network=network,
+    actor = unrolls.UnrollActor(
+        policy=ImpalaActingPolicy(network, device),
         link=link,
+        action_space=env.action_space,
         observation_space=env.observation_space,
         unroll_length=config.unroll_length,
         rng=np.random.default_rng(seed),
         device=device,
         agent_name=Impala.agent_name,
+        wait_for_parameters=False,
+        record_behaviour=True,
     )
     return actor, network
 

@@ -22,6 +22,7 @@ class Ppo:
     """The PPO learner: one update (several epochs of minibatch steps) per batch of actor unrolls."""
 
     agent_name = "PPO"
+    on_policy = True  # the loop gives `learn` only unrolls of the parameters published last
 
     def __init__(
         self,
@@ -77,7 +78,6 @@ class Ppo:
         self._value_clip_epsilon = value_clip_epsilon
         self._env_steps = 0  # transitions learned from (the learning-rate schedule's clock)
         self._learner_steps = 0  # updates
-        self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
         self._statistics: dict[str, float] = {}
 
     @property
@@ -86,12 +86,6 @@ class Ppo:
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         payloads = sorted(payloads, key=lambda u: u.actor_index)  # arrival order varies; results must not
-        for unroll in payloads:
-            if unroll.parameter_version != self._parameter_version:
-                raise RuntimeError(
-                    f"actor {unroll.actor_index} sent an unroll of parameters {unroll.parameter_version}, "
-                    f"the learner is at {self._parameter_version}: PPO needs on-policy unrolls"
-                )
         rewards = [u.reward for u in payloads]
         if self._reward_scaler is not None:
             rewards = [
@@ -137,7 +131,6 @@ class Ppo:
             self._observation_normalizer.update(batch.observation[:-1].flatten(0, 1))
         self._env_steps += num_transitions
         self._learner_steps += 1
-        self._parameter_version += 1  # the loop publishes right after this returns
         self._statistics = {key: value / max(num_minibatches, 1) for key, value in sums.items()}
         self._statistics["learning_rate"] = self._optimizer.param_groups[0]["lr"]
         self._statistics["explained_variance"] = _explained_variance(old_value, targets)

@@ -28,31 +28,7 @@ from torch import nn
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo import unrolls
 from deep_rl_zoo.errors import NonFiniteLossError
-from deep_rl_zoo.main_loop import LearnerLink
 from deep_rl_zoo.sac import losses
-
-
-class NonBlockingLink:
-    """A `LearnerLink` whose `wait_for_new_parameters` only takes newer parameters if there are any:
-    lets `unrolls.UnrollActor` (which waits after each send) act asynchronously, as off-policy
-    actors may."""
-
-    def __init__(self, link: LearnerLink):
-        self._link = link
-
-    @property
-    def actor_index(self) -> int:
-        return self._link.actor_index
-
-    @property
-    def parameter_version(self) -> int:
-        return self._link.parameter_version
-
-    def send(self, payload) -> None:
-        self._link.send(payload)
-
-    def wait_for_new_parameters(self) -> None:
-        self._link.pull_parameters()
 
 
 class SacNetworks(nn.Module):
@@ -72,6 +48,7 @@ class Sac:
     """The SAC learner: stores every chunk's transitions, then takes its share of gradient steps."""
 
     agent_name = "SAC"
+    on_policy = False  # off-policy: learns from chunks of any parameters, through its replay
 
     def __init__(
         self,

@@ -14,9 +14,9 @@ from deep_rl_zoo import run_support, unrolls
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
-from deep_rl_zoo.main_loop import LearnerLink
 from deep_rl_zoo.networks import common, policy, value
-from deep_rl_zoo.sac.agent import NonBlockingLink, Sac, SacNetworks
+from deep_rl_zoo.runtime import LearnerLink
+from deep_rl_zoo.sac.agent import Sac, SacNetworks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,13 +106,14 @@ def build_actor(
     network = build_policy_network(config, env).to(device).requires_grad_(False)
     actor = unrolls.UnrollActor(
         policy=network,
-        link=NonBlockingLink(link),
+        link=link,
         action_space=env.action_space,
         observation_space=env.observation_space,
         unroll_length=config.unroll_length,
         rng=np.random.default_rng(seed),
         device=device,
         agent_name=Sac.agent_name,
+        wait_for_parameters=False,
     )
     return actor, network
 

@@ -1,0 +1,260 @@
+"""What the distributed loop, the agents and a runtime backend agree on.
+
+A *runtime* runs the actors somewhere (processes on this machine, Ray actors on a cluster) and gives
+the learner their messages; the learner never learns which one runs it:
+
+    learner process (the loop)                         actor i (somewhere)
+    --------------------------                         -------------------
+    runtime.get() -> ActorMessage         <-- send --   link.send(payload)
+    learner.learn(payloads)
+    runtime.publish(module)               -- params ->  link.pull_parameters() / wait_for_new_parameters()
+    runtime.take_restarts() -> [ActorRestart]          (a dead actor is replaced in its slot)
+
+Agents see only `LearnerLink` (actor side) and implement `DistributedLearner` (learner side). A backend
+implements `ActorRuntime` and gives its actors a `LearnerLink`, usually by subclassing `ActorLinkBase`,
+which keeps the per-message bookkeeping (env steps, finished games, statistics) in one place, and by
+running `run_actor` as the body of each actor.
+"""
+
+import abc
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from deep_rl_zoo.main_loop import run_env_loop
+from deep_rl_zoo.types_ import Agent, TimeStep
+
+WAIT_SLICE_S = 1.0  # longest any blocked call sleeps before it checks that the other side is still there
+RESTART_SEED_STRIDE = 100_003  # a restarted actor's seed: slot seed + stride * (restarts of that slot)
+
+
+class ActorMessage(NamedTuple):
+    """What an actor sends to the learner."""
+
+    actor_index: int  # the actor's slot (a restarted actor keeps its slot's index)
+    parameter_version: int  # version of the parameters the actor held when it sent this
+    payload: Any  # what the learner consumes: an unroll, a gradient, ... (numpy arrays, plain data)
+    num_env_steps: int  # env steps the actor took since its previous message
+    episodes: list  # [{"episode_return", "episode_length"}] of whole games finished since then
+    statistics: dict  # the actor's own scalars, e.g. steps_per_second
+
+
+class ActorRestart(NamedTuple):
+    """A dead actor that the runtime replaced."""
+
+    actor_index: int
+    how: str  # how it ended: "was killed by signal SIGKILL", "failed: RuntimeError: ..."
+    restart_count: int  # restarts of the whole run so far, this one included
+    seed: int  # the new actor's seed
+
+
+class StopActor(Exception):
+    """Raised inside an actor when the learner asked everyone to stop, or has gone away."""
+
+
+class LearnerLink(Protocol):
+    """An actor's connection to the learner, as agents' actors use it."""
+
+    actor_index: int
+
+    @property
+    def parameter_version(self) -> int:
+        """Version of the parameters now in the actor's module (0: none yet)."""
+
+    def send(self, payload: Any) -> None:
+        """Sends `payload` to the learner (blocks while the learner is `max_in_flight` messages behind)."""
+
+    def pull_parameters(self) -> bool:
+        """Copies the newest parameters into the actor's module if they changed; returns whether."""
+
+    def wait_for_new_parameters(self) -> None:
+        """Blocks until parameters newer than the actor's are published, then copies them."""
+
+
+# build_actor(actor_index, seed, device, link) -> (env, actor, actor_module). It runs where the actor
+# runs, so it must be picklable (a module-level function or a functools.partial of one). `actor_module`
+# is the actor's copy of the learner's shared module, into which published parameters are copied.
+ActorBuilder = Callable[[int, int, torch.device, LearnerLink], tuple[gym.Env, Agent, nn.Module]]
+
+
+class DistributedLearner(Protocol):
+    """What the distributed loop needs from a learner."""
+
+    agent_name: str
+    messages_per_step: int  # actor messages one learner step consumes (e.g. one unroll per actor)
+    # True for synchronous algorithms (PPO, A2C): the loop gives `learn` only messages collected with
+    # the parameters published last (after an actor restart, a replaced actor's data may be older).
+    on_policy: bool
+
+    @property
+    def shared_module(self) -> nn.Module:
+        """The module published to the actors after every learner step."""
+
+    def learn(self, payloads: list) -> None:
+        """One learner step from `messages_per_step` payloads (in arrival order)."""
+
+    @property
+    def statistics(self) -> dict[str, float]: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class ActorRuntime(Protocol):
+    """Runs `num_actors` actors and connects them to the learner; implemented by each backend.
+
+    Use as a context manager: entering starts the actors, leaving (for whatever reason: the last
+    iteration, an error, Ctrl-C) stops every one of them and leaves no process behind. Every call
+    returns or raises within bounded time whatever the actors do (die, hang, get killed mid-message).
+    """
+
+    num_actors: int
+
+    def __enter__(self) -> "ActorRuntime": ...
+
+    def __exit__(self, *exc_info) -> None: ...
+
+    @property
+    def parameter_version(self) -> int:
+        """How many times parameters were published (the first publish, at construction, is 1)."""
+
+    def publish(self, module: nn.Module) -> int:
+        """Makes `module`'s parameters and buffers the actors' newest; returns the new version."""
+
+    def get(self) -> ActorMessage:
+        """The next actor message, blocking until one arrives.
+
+        A dead actor is replaced in its slot meanwhile (see `take_restarts`); once the run's
+        `max_actor_restarts` are used up, the next death raises `errors.ActorError` naming the actor.
+        """
+
+    def take_restarts(self) -> list[ActorRestart]:
+        """Restarts since the previous call (for the console and TensorBoard)."""
+
+    def close(self) -> None:
+        """Stops every actor (ask, wait, then kill). Idempotent."""
+
+
+class ActorLinkBase(abc.ABC):
+    """The backend-independent part of a `LearnerLink`: message bookkeeping and parameter versions.
+
+    A backend supplies how a message travels (`_transmit`), where parameters are read from
+    (`_published_version`, `_copy_parameters`), how to sleep until something changes (`_wait`) and
+    whether the run is stopping (`should_stop`). `env_step` is called by `run_actor` for every env step,
+    so that each message carries the env steps and finished games since the previous one.
+    """
+
+    def __init__(self, actor_index: int):
+        self.actor_index = actor_index
+        self._module: nn.Module | None = None  # the actor's copy, known once the actor is built
+        self._version = 0
+        self._num_env_steps = 0
+        self._episodes: list[dict] = []
+        self._total_steps = 0
+        self._start_time = time.perf_counter()
+
+    # --- what a backend provides ---
+
+    @abc.abstractmethod
+    def should_stop(self) -> bool:
+        """Whether the learner asked the actors to stop or has gone away."""
+
+    @abc.abstractmethod
+    def _transmit(self, message: ActorMessage) -> None:
+        """Delivers `message`; raises StopActor if the run stops meanwhile."""
+
+    @abc.abstractmethod
+    def _published_version(self) -> int: ...
+
+    @abc.abstractmethod
+    def _copy_parameters(self, module: nn.Module) -> int:
+        """Copies the published parameters into `module`; returns their version."""
+
+    @abc.abstractmethod
+    def _wait_for_version_above(self, version: int) -> None:
+        """Blocks until the published version exceeds `version`; raises StopActor if the run stops."""
+
+    # --- the LearnerLink protocol ---
+
+    def attach(self, module: nn.Module) -> None:
+        """Sets the module that `pull_parameters` copies into."""
+        self._module = module
+
+    @property
+    def parameter_version(self) -> int:
+        return self._version
+
+    def pull_parameters(self) -> bool:
+        if self._published_version() == self._version:
+            return False
+        self._version = self._copy_parameters(self._module)
+        return True
+
+    def wait_for_new_parameters(self) -> None:
+        self._wait_for_version_above(self._version)
+        self.pull_parameters()
+
+    def send(self, payload: Any) -> None:
+        statistics = {
+            "steps_per_second": self._total_steps / max(time.perf_counter() - self._start_time, 1e-9)
+        }
+        message = ActorMessage(
+            self.actor_index, self._version, payload, self._num_env_steps, self._episodes, statistics
+        )
+        self._num_env_steps, self._episodes = 0, []
+        self._transmit(message)
+
+    def env_step(self, timestep: TimeStep) -> None:
+        self._num_env_steps += 1
+        self._total_steps += 1
+        episode = timestep.info.get("episode")
+        if episode is not None:
+            self._episodes.append(
+                {
+                    "episode_return": float(np.asarray(episode["r"])),
+                    "episode_length": int(np.asarray(episode["l"])),
+                }
+            )
+        if self._total_steps % 256 == 0 and self.should_stop():
+            raise StopActor()  # an actor that rarely sends still ends promptly
+
+
+class _StepCounter:
+    """Wraps an actor so the link sees each env step before the actor acts on it."""
+
+    def __init__(self, actor: Agent, link: ActorLinkBase):
+        self._actor, self._link = actor, link
+
+    def step(self, timestep: TimeStep):
+        if not timestep.first:
+            self._link.env_step(timestep)
+        return self._actor.step(timestep)
+
+    def reset(self) -> None:
+        self._actor.reset()
+
+
+def run_actor(
+    build_actor: ActorBuilder, actor_index: int, seed: int, device: str, link: ActorLinkBase
+) -> None:
+    """The body of every actor, whatever runs it: build env and actor, wait for parameters, act until
+    told to stop (StopActor is swallowed; any other exception propagates to the backend)."""
+    torch.set_num_threads(1)  # many small processes: one thread each beats oversubscribed cores
+    env = None
+    try:
+        env, actor, module = build_actor(actor_index, seed, torch.device(device), link)
+        link.attach(module)
+        link.wait_for_new_parameters()
+        for _ in run_env_loop(env, _StepCounter(actor, link), seed=seed):
+            pass
+    except StopActor:
+        pass
+    finally:
+        if env is not None:
+            env.close()

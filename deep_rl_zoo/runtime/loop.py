@@ -1,0 +1,133 @@
+"""The distributed training loop: the learner consumes actor messages from any `ActorRuntime`."""
+
+import math
+import time
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+from tqdm import tqdm
+
+from deep_rl_zoo import trackers
+from deep_rl_zoo.main_loop import LoopState, finish_iteration, run_evaluation_phase
+from deep_rl_zoo.runtime.interface import ActorMessage, ActorRuntime, DistributedLearner
+from deep_rl_zoo.types_ import Agent
+
+LEARNER_STATISTICS_INTERVAL = 100  # learner steps between two writes of the learner's statistics
+MAX_LOGGED_ACTORS = 8  # actors whose own curves go to TensorBoard (actor_0/ ... actor_7/)
+
+
+def run_distributed_training_iterations(
+    *,
+    num_iterations: int,
+    num_train_steps: int,
+    num_eval_steps: int,
+    learner: DistributedLearner,
+    runtime: ActorRuntime,
+    eval_agent: Agent,
+    eval_env: gym.Env,
+    seed: int,
+    logger: trackers.RunLogger,
+    save_checkpoint: Callable[[int, LoopState], str],
+    loop_state: LoopState,
+    solved_return: float | None = None,
+    show_progress: bool = True,
+) -> LoopState:
+    """Iterations of distributed training, then greedy evaluation in the learner, then a checkpoint.
+
+    A training phase consumes actor messages until at least `num_train_steps` env steps (summed over
+    all actors) arrived; it ends on a learner step, so it can overrun by up to one learner step's worth
+    of env steps. Actors keep their episodes running across iterations, as in the single-process loop.
+    While the learner evaluates, actors of synchronous algorithms wait for new parameters and
+    asynchronous ones send up to their in-flight cap and then wait: no message is lost or
+    double-counted. Every env step an actor reports counts on the x-axis; an on-policy learner is given
+    only payloads of the newest parameters (others arise only after an actor restart, and are dropped).
+    """
+    eval_stats = trackers.PhaseStats()
+    learner_steps = 0
+    loop_statistics: dict[str, float] = {}
+    for iteration in range(loop_state.next_iteration, num_iterations):
+        phase_start_steps = loop_state.train_env_steps
+        phase_start_time = time.perf_counter()
+        train_returns: list[float] = []
+        with tqdm(
+            total=num_train_steps,
+            desc=f"iteration {iteration} train",
+            unit="step",
+            disable=not show_progress,
+            leave=False,
+            mininterval=1.0,
+        ) as bar:
+            while loop_state.train_env_steps - phase_start_steps < num_train_steps:
+                payloads, lags = [], []
+                while len(payloads) < learner.messages_per_step:
+                    message = runtime.get()
+                    _log_restarts(runtime, logger, loop_state.train_env_steps)
+                    loop_state.train_env_steps += message.num_env_steps
+                    bar.update(message.num_env_steps)
+                    _log_actor_message(logger, message, loop_state.train_env_steps, train_returns)
+                    lag = runtime.parameter_version - message.parameter_version
+                    if learner.on_policy and lag != 0:
+                        continue  # collected before the last update (a replaced actor's): off-policy
+                    payloads.append(message.payload)
+                    lags.append(lag)
+                learner.learn(payloads)
+                runtime.publish(learner.shared_module)
+                learner_steps += 1
+                if not learner.on_policy:
+                    loop_statistics["mean_parameter_lag"] = float(np.mean(lags))  # updates behind
+                if learner_steps % LEARNER_STATISTICS_INTERVAL == 0:
+                    logger.scalars(
+                        "learner", {**learner.statistics, **loop_statistics}, loop_state.train_env_steps
+                    )
+        train_steps = loop_state.train_env_steps - phase_start_steps
+        train_steps_per_second = train_steps / max(time.perf_counter() - phase_start_time, 1e-9)
+
+        eval_summary = run_evaluation_phase(
+            num_eval_steps,
+            eval_env,
+            eval_agent,
+            seed + 7919 + iteration,
+            iteration,
+            show_progress,
+            eval_stats,
+        )
+        solved = finish_iteration(
+            iteration=iteration,
+            train_mean_return=float(np.mean(train_returns)) if train_returns else math.nan,
+            train_num_episodes=len(train_returns),
+            train_steps_per_second=train_steps_per_second,
+            eval_summary=eval_summary,
+            learner_statistics={**learner.statistics, **loop_statistics},
+            logger=logger,
+            save_checkpoint=save_checkpoint,
+            loop_state=loop_state,
+            solved_return=solved_return,
+        )
+        if solved:
+            break
+    return loop_state
+
+
+def _log_restarts(runtime: ActorRuntime, logger: trackers.RunLogger, step: int) -> None:
+    for restart in runtime.take_restarts():
+        tqdm.write(
+            f"actor {restart.actor_index} {restart.how}; restarted it with seed {restart.seed} "
+            f"(restart {restart.restart_count} of this run)"
+        )
+        logger.scalars("runtime", {"actor_restarts": restart.restart_count}, step)
+        if restart.actor_index < MAX_LOGGED_ACTORS:
+            logger.scalars(f"actor_{restart.actor_index}", {"restarted": 1.0}, step)
+
+
+def _log_actor_message(
+    logger: trackers.RunLogger, message: ActorMessage, step: int, train_returns: list[float]
+) -> None:
+    for episode in message.episodes:
+        train_returns.append(episode["episode_return"])
+        logger.scalars("train", episode, step)
+        if message.actor_index < MAX_LOGGED_ACTORS:
+            logger.scalars(f"actor_{message.actor_index}", episode, step)
+    if message.actor_index < MAX_LOGGED_ACTORS:
+        statistics = {**message.statistics, "parameter_version": message.parameter_version}
+        logger.scalars(f"actor_{message.actor_index}", statistics, step)
