@@ -38,6 +38,7 @@ class PpoIcm:
     """The PPO-ICM learner: one update (several epochs of minibatch steps) per batch of actor unrolls."""
 
     agent_name = "PPO-ICM"
+    on_policy = True  # the loop gives `learn` only unrolls of the parameters published last
 
     def __init__(
         self,
@@ -102,7 +103,6 @@ class PpoIcm:
         self._extrinsic_reward_scaler = extrinsic_reward_scaler
         self._env_steps = 0
         self._learner_steps = 0
-        self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
         self._statistics: dict[str, float] = {}
 
     @property
@@ -146,12 +146,6 @@ class PpoIcm:
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         payloads = sorted(payloads, key=lambda u: u.actor_index)  # arrival order varies; results must not
-        for unroll in payloads:
-            if unroll.parameter_version != self._parameter_version:
-                raise RuntimeError(
-                    f"actor {unroll.actor_index} sent an unroll of parameters {unroll.parameter_version}, "
-                    f"the learner is at {self._parameter_version}: PPO needs on-policy unrolls"
-                )
         rewards = [u.reward for u in payloads]
         if self._extrinsic_reward_scaler is not None:
             rewards = [
@@ -193,7 +187,6 @@ class PpoIcm:
             self._observation_normalizer.update(batch.observation[:-1].flatten(0, 1))
         self._env_steps += num_transitions
         self._learner_steps += 1
-        self._parameter_version += 1  # the loop publishes right after this returns
         self._statistics = {key: value / max(num_minibatches, 1) for key, value in sums.items()}
         valid_t = batch.valid
         self._statistics.update(

@@ -12,10 +12,10 @@ from deep_rl_zoo import run_support, unrolls
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
-from deep_rl_zoo.main_loop import LearnerLink
 from deep_rl_zoo.networks import curiosity, policy
 from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, RewardScaler
 from deep_rl_zoo.ppo_icm.agent import PpoIcm
+from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.schedules import LinearSchedule
 
 

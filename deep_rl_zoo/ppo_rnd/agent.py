@@ -53,6 +53,7 @@ class PpoRnd:
     """The PPO-RND learner: one update (several epochs of minibatch steps) per batch of actor unrolls."""
 
     agent_name = "PPO-RND"
+    on_policy = True  # the loop gives `learn` only unrolls of the parameters published last
 
     def __init__(
         self,
@@ -126,7 +127,6 @@ class PpoRnd:
         )
         self._env_steps = 0  # transitions received (warm-up included): the schedule's clock
         self._learner_steps = 0  # updates
-        self._parameter_version = 1  # what the actors hold: ActorPool publishes once at start
         self._statistics: dict[str, float] = {}
 
     @property
@@ -135,12 +135,6 @@ class PpoRnd:
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         payloads = sorted(payloads, key=lambda u: u.actor_index)  # arrival order varies; results must not
-        for unroll in payloads:
-            if unroll.parameter_version != self._parameter_version:
-                raise RuntimeError(
-                    f"actor {unroll.actor_index} sent an unroll of parameters {unroll.parameter_version}, "
-                    f"the learner is at {self._parameter_version}: PPO needs on-policy unrolls"
-                )
         rewards = [u.reward for u in payloads]
         if self._extrinsic_reward_scaler is not None:
             rewards = [
@@ -151,7 +145,6 @@ class PpoRnd:
         if self._env_steps < self._observation_warmup_steps:
             self._update_observation_statistics(batch)
             self._env_steps += int(batch.valid.sum())
-            self._parameter_version += 1
             self._statistics = {"observation_warmup": 1.0}
             return
 
@@ -188,7 +181,6 @@ class PpoRnd:
         self._update_observation_statistics(batch)  # after learning: the update saw the actors' statistics
         self._env_steps += int(batch.valid.sum())
         self._learner_steps += 1
-        self._parameter_version += 1  # the loop publishes right after this returns
         self._statistics = {key: value / max(num_minibatches, 1) for key, value in sums.items()}
         valid_t = batch.valid
         self._statistics.update(
