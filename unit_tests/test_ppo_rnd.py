@@ -187,11 +187,12 @@ def test_run_atari_smoke(tmp_path):
             "num_iterations": 1,
             "num_train_steps": 32,
             "num_eval_steps": 20,
-            "max_episode_steps": 40,
             "num_actors": 1,
             "unroll_length": 16,
             "minibatch_size": 8,
             "observation_warmup_steps": 16,  # one unroll of warm-up, then one update
+            "max_episode_steps": 10,
+            "debug_screenshots_interval": 2,  # the command: every 2nd game's last screen
             "checkpoint_dir": str(tmp_path / "checkpoints"),
             "runs_dir": str(tmp_path / "runs"),
             "use_tensorboard": False,
@@ -207,6 +208,12 @@ def test_run_atari_smoke(tmp_path):
     )["agent"]
     assert agent["learner_steps"] >= 1
     assert agent["rnd"]["normalizer.mean"].shape == (1, 84, 84)  # per-pixel statistics of the newest frame
+    # Games of 10 env steps, 32 steps in all: games 2 and 4 (and maybe 6) were photographed, in colour.
+    shots = sorted(os.listdir("screenshots"))  # relative to the test's working folder
+    assert shots and all(name.endswith(".png") and "actor_0" in name for name in shots)
+    from PIL import Image
+
+    assert Image.open(os.path.join("screenshots", shots[0])).size == (160, 210)  # the emulator's RGB screen
 
 
 def test_run_classic_defaults_are_the_documented_budget():
