@@ -100,19 +100,16 @@ def update_running_moments(
     batch_mean: float,
     batch_var: float,
     batch_count: int,
-    max_count: float = 0.0,
 ) -> tuple[float, float, float]:
     r"""Merges a batch's mean and (population) variance into running ones (Chan et al.'s parallel update):
 
-        n = min(count, max_count) (if max_count > 0),   N = n + batch_count,   d = batch_mean - mean
+        N = n + batch_count,   d = batch_mean - mean            (n = count)
         mean' = mean + d * batch_count / N
         var'  = (var * n + batch_var * batch_count + d^2 * n * batch_count / N) / N,   count' = N
 
-    With `max_count` = 0 every value ever seen weighs the same (Burda et al.'s statistics); with
-    max_count > 0 the history counts as at most `max_count` values, so the statistics forget at the rate
-    batch_count / max_count per update and follow a reward whose scale keeps falling.
+    Every value ever seen weighs the same, as in Burda et al.'s statistics.
     """
-    n = min(count, max_count) if max_count > 0 else count
+    n = count
     total = n + batch_count
     delta = batch_mean - mean
     new_mean = mean + delta * batch_count / total
@@ -137,14 +134,8 @@ class IntrinsicRewardNormalizer:
     restored whole, so a resumed run scales exactly as before.
     """
 
-    def __init__(self, num_streams: int, discount: float, statistics_horizon: int = 0, epsilon: float = 1e-8):
-        """
-        Args:
-          statistics_horizon: > 0: the running variance counts its history as at most this many returns
-            (`update_running_moments`'s max_count); 0: all history, as Burda et al.
-        """
+    def __init__(self, num_streams: int, discount: float, epsilon: float = 1e-8):
         self._discount = discount
-        self._statistics_horizon = statistics_horizon
         self._epsilon = epsilon
         self._returns = torch.zeros(num_streams, dtype=torch.float64)
         self._mean, self._var, self._count = 0.0, 1.0, 1e-4  # gymnasium's start: no 0-division
@@ -171,7 +162,6 @@ class IntrinsicRewardNormalizer:
             float(returns.mean()),
             float(returns.var(unbiased=False)),
             returns.numel(),
-            self._statistics_horizon,
         )
         return scale_by_return_std(r_t, self._var, self._epsilon)
 

@@ -86,13 +86,6 @@ def test_update_running_moments_matches_the_moments_of_all_values():
     assert var == pytest.approx(values.var(unbiased=False).item())
 
 
-def test_update_running_moments_with_a_horizon_forgets():
-    # The history of count 2 counts as 1: N = 1 + 2 = 3, mean = 0 + 3 * 2 / 3 = 2,
-    # var = (1 * 1 + 1 * 2 + 9 * 1 * 2 / 3) / 3 = (1 + 2 + 6) / 3 = 3
-    mean, var, count = intrinsic_rewards.update_running_moments(0.0, 1.0, 2.0, 3.0, 1.0, 2, max_count=1)
-    assert (mean, var, count) == (2.0, 3.0, 3.0)
-
-
 def test_scale_by_return_std_divides_without_recentring():
     # std = sqrt(4) = 2: [2, -4] / 2 = [1, -2] (a constant reward stays constant, it is not centred)
     scaled = intrinsic_rewards.scale_by_return_std(torch.tensor([2.0, -4.0]), 4.0, epsilon=0.0)

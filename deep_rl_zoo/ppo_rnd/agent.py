@@ -80,7 +80,6 @@ class PpoRnd:
         device: torch.device,
         observation_normalizer: ObservationNormalizer | None = None,
         extrinsic_reward_scaler: RewardScaler | None = None,
-        intrinsic_statistics_horizon: int = 0,
     ):
         """
         Args:
@@ -97,8 +96,6 @@ class PpoRnd:
           observation_normalizer: the normaliser inside `network`, updated from each batch after learning.
           extrinsic_reward_scaler: divides extrinsic rewards by the running std of their (episodic)
             discounted return, if given (not in the paper, whose Atari rewards are clipped instead).
-          intrinsic_statistics_horizon: > 0 lets the intrinsic return's running variance forget
-            (`intrinsic_rewards.update_running_moments`); 0 keeps all history, as the paper.
         """
         self._network = network
         self._rnd = rnd
@@ -123,7 +120,7 @@ class PpoRnd:
         self._observation_normalizer = observation_normalizer
         self._extrinsic_reward_scaler = extrinsic_reward_scaler
         self._intrinsic_normalizer = intrinsic_rewards.IntrinsicRewardNormalizer(
-            num_actors, intrinsic_discount, intrinsic_statistics_horizon
+            num_actors, intrinsic_discount
         )
         self._env_steps = 0  # transitions received (warm-up included): the schedule's clock
         self._learner_steps = 0  # updates

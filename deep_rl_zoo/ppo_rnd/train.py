@@ -53,9 +53,6 @@ class PpoRndConfig(run_support.DistributedConfig):
     normalize_extrinsic_rewards: bool = field(
         True, "Divide extrinsic rewards by the running std of their discounted return (not in the paper)."
     )
-    intrinsic_statistics_horizon: int = field(
-        0, "> 0: the intrinsic return's running std counts at most this many returns; 0: all (the paper)."
-    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -71,9 +68,8 @@ class PpoRndConfig(run_support.DistributedConfig):
             f"--predictor_proportion must be in (0, 1], got {self.predictor_proportion}",
         )
         require(
-            self.observation_warmup_steps >= 0 and self.intrinsic_statistics_horizon >= 0,
-            "--observation_warmup_steps and --intrinsic_statistics_horizon must be >= 0, got "
-            f"{self.observation_warmup_steps} and {self.intrinsic_statistics_horizon}",
+            self.observation_warmup_steps >= 0,
+            f"--observation_warmup_steps must be >= 0, got {self.observation_warmup_steps}",
         )
         batch = self.num_actors * self.unroll_length
         require(
@@ -143,7 +139,6 @@ def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> r
             if config.normalize_extrinsic_rewards
             else None
         ),
-        intrinsic_statistics_horizon=config.intrinsic_statistics_horizon,
     )
     return run_support.DistributedAgents(
         learner, PolicyGreedyActor(acting_policy(network), device, PpoRnd.agent_name)
