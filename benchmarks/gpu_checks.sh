@@ -72,7 +72,7 @@ if [ "$RND_STEPS" -gt 0 ]; then
   csv="$OUT_DIR/ppo_rnd_montezuma.csv"
   rm -f "$csv"
   ( cd "$OUT_DIR" && "$PYTHON" -m deep_rl_zoo.ppo_rnd.run_atari --environment_name=MontezumaRevenge \
-      --num_actors="$(nproc)" --minibatch_size=$(( $(nproc) * 128 / 4 )) --actors_on_gpu --num_iterations=8 --num_train_steps=$(( RND_STEPS / 8 )) \
+      --num_actors="$(nproc)" --minibatch_size=$(( $(nproc) * 128 / 4 )) --observation_warmup_steps=$(( $(nproc) * 128 * 50 )) --actors_on_gpu --num_iterations=8 --num_train_steps=$(( RND_STEPS / 8 )) \
       --num_eval_steps=4500 --debug_screenshots_interval=50 --checkpoint_dir="$OUT_DIR/checkpoints_rnd" \
       --runs_dir="$OUT_DIR/runs" --results_csv_path="$csv" --noshow_progress )
   "$PYTHON" - "$csv" <<'PY'
