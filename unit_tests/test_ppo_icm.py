@@ -198,6 +198,17 @@ def test_run_atari_smoke(tmp_path):
         "MontezumaRevengeNoFrameskip-v4",
     )["agent"]
     assert agent["learner_steps"] == 1
+    returns = eval_agent.main(
+        EvalConfig(
+            environment_name="MontezumaRevenge",
+            num_episodes=1,
+            max_episode_steps=50,
+            load_checkpoint_file="latest",
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+            recording_video_dir="",
+        )
+    )
+    assert len(returns) == 1  # eval_agent rebuilt the Atari network from the checkpoint's flags
     # The paper's embedding: four stride-2 convolutions of 32 channels over the 84x84 stack.
     assert agent["icm"]["embedding.6.weight"].shape == (32, 32, 3, 3)
 

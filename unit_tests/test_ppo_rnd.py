@@ -207,6 +207,17 @@ def test_run_atari_smoke(tmp_path):
         "MontezumaRevengeNoFrameskip-v4",
     )["agent"]
     assert agent["learner_steps"] >= 1
+    returns = eval_agent.main(
+        EvalConfig(
+            environment_name="MontezumaRevenge",
+            num_episodes=1,
+            max_episode_steps=50,
+            load_checkpoint_file="latest",
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+            recording_video_dir="",
+        )
+    )
+    assert len(returns) == 1  # eval_agent rebuilt the Atari network from the checkpoint's flags
     assert agent["rnd"]["normalizer.mean"].shape == (1, 84, 84)  # per-pixel statistics of the newest frame
     # Games of 10 env steps, 32 steps in all: games 2 and 4 (and maybe 6) were photographed, in colour.
     shots = sorted(os.listdir("screenshots"))  # relative to the test's working folder
