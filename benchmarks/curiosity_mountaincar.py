@@ -77,12 +77,14 @@ def plot(out: str) -> None:
         if not runs_of(agent):
             continue
         figure, axes = plt.subplots(figsize=(7, 4))
-        for name, colour in ((agent, "tab:blue"), ("ppo", "grey")):
+        styles = ((agent, "tab:blue", "-", LABELS[agent]), (f"{agent}_no_intrinsic", "tab:orange", ":",
+                  f"{LABELS[agent]} without intrinsic reward"), ("ppo", "grey", "--", "PPO"))  # fmt: skip
+        for name, colour, style, label in styles:
             for path in runs_of(name):
                 steps, returns = read_curve(path)
                 seed = re.search(r"_s(\d+)\.csv$", path).group(1)
                 axes.plot([s / 1000 for s in steps], returns, color=colour, alpha=0.8,
-                          label=f"{LABELS[name]} seed {seed}", linestyle="-" if name == agent else "--")  # fmt: skip
+                          label=f"{label}, seed {seed}", linestyle=style)  # fmt: skip
         axes.axhline(TARGET, color="black", linewidth=0.8, linestyle=":", label=f"target {TARGET:.0f}")
         axes.set_xlabel("training env steps (thousands)")
         axes.set_ylabel("greedy evaluation mean return")

@@ -18,8 +18,9 @@ clipping to [-5, 5], statistics initialised by stepping a random policy before a
 initial, near-uniform policy for `observation_warmup_steps` env steps, counted in the budget), intrinsic
 reward scaled by the std of the intrinsic return and not re-centred, non-episodic intrinsic and episodic
 extrinsic returns, two value heads with the sum of both squared errors, coefficients 2 and 1, 25% of each
-batch for the predictor, entropy bonus 0.001, clip 0.1, lambda 0.95, gamma_E 0.999, gamma_I 0.99.
-Changed: the predictor trains within each PPO minibatch rather than on its own shuffled batches (same
+batch for the predictor, entropy bonus 0.001, lambda 0.95, gamma_I 0.99, and on Atari (run_atari) clip
+0.1, gamma_E 0.999, Adam 1e-4, clipped extrinsic rewards (the classic defaults differ where MountainCar
+needed it; `train.PpoRndConfig` says where and why). Changed: the predictor trains within each PPO minibatch rather than on its own shuffled batches (same
 data, same number of passes); the intrinsic stream runs through a game over with discount 1 and reward 0
 on the reset pair (the paper's vectorised envs skip the terminal observation instead; ours keeps it as
 the last state of the episode, which `unrolls` does for every agent).
@@ -122,6 +123,7 @@ class PpoRnd:
         self._intrinsic_normalizer = intrinsic_rewards.IntrinsicRewardNormalizer(
             num_actors, intrinsic_discount
         )
+        self._last_raw_intrinsic_mean = 0.0  # of the latest batch, before scaling (for the statistics)
         self._env_steps = 0  # transitions received (warm-up included): the schedule's clock
         self._learner_steps = 0  # updates
         self._statistics: dict[str, float] = {}
