@@ -1,4 +1,12 @@
-"""Checkpoints: written atomically, loaded without unpickling arbitrary objects.
+"""Checkpoints: one folder per run, written atomically, loaded without unpickling arbitrary objects.
+
+Layout (the checkpoint folder is named like the run's TensorBoard folder under ./runs):
+
+    checkpoints/DQN_CartPole-v1/              first untagged run
+        DQN_CartPole-v1_0.ckpt, _1.ckpt, ...  one per iteration
+        DQN_CartPole-v1_best.ckpt             the best greedy evaluation so far
+    checkpoints/DQN_CartPole-v1-2/            the next untagged run
+    checkpoints/DQN_CartPole-v1_LR0.001/      --tag=LR0.001
 
 A checkpoint is one `torch.save` file holding only tensors, numbers, strings and containers of those:
 
@@ -13,6 +21,7 @@ data, so a file carrying a code payload is rejected before anything in it runs.
 import os
 import pickle
 import re
+import shutil
 import tempfile
 from typing import Any
 
@@ -22,6 +31,8 @@ from deep_rl_zoo.errors import CheckpointError
 
 FORMAT = "deep_rl_zoo.checkpoint/1"
 SUFFIX = ".ckpt"
+BEST = "best"  # `<stem>_best.ckpt`; also the --load_checkpoint_file value that picks it
+LATEST = "latest"  # the --load_checkpoint_file value that picks the newest iteration checkpoint
 
 
 def file_stem(agent_name: str, environment_name: str) -> str:
@@ -29,12 +40,75 @@ def file_stem(agent_name: str, environment_name: str) -> str:
     return f"{agent_name}_{re.sub(r'[^A-Za-z0-9.-]+', '-', environment_name)}"
 
 
+def run_name(agent_name: str, environment_name: str, tag: str = "") -> str:
+    """`DQN`, `CartPole-v1`, `LSTM LR` -> `DQN_CartPole-v1_LSTM-LR`: the run's folder name before any `-N`."""
+    stem = file_stem(agent_name, environment_name)
+    return f"{stem}_{re.sub(r'[^A-Za-z0-9._-]+', '-', tag)}" if tag else stem
+
+
 def checkpoint_path(checkpoint_dir: str, agent_name: str, environment_name: str, iteration: int) -> str:
     return os.path.join(checkpoint_dir, f"{file_stem(agent_name, environment_name)}_{iteration}{SUFFIX}")
 
 
+def best_checkpoint_path(checkpoint_dir: str, agent_name: str, environment_name: str) -> str:
+    return os.path.join(checkpoint_dir, f"{file_stem(agent_name, environment_name)}_{BEST}{SUFFIX}")
+
+
+def new_run_name(roots: list[str], name: str) -> str:
+    """Reserves `name`, or `name-2`, `name-3`... free under every root, by creating that folder in each.
+
+    A run's TensorBoard folder and its checkpoint folder thus always share one name, and two runs
+    started at the same moment never get the same one (`os.mkdir` fails for the second).
+    """
+    index = 1
+    while True:
+        candidate = name if index == 1 else f"{name}-{index}"
+        index += 1
+        created = []
+        try:
+            for root in roots:
+                os.makedirs(root, exist_ok=True)
+                os.mkdir(os.path.join(root, candidate))
+                created.append(os.path.join(root, candidate))
+        except FileExistsError:
+            for path in created:
+                os.rmdir(path)  # empty: just made
+            continue
+        return candidate
+
+
+def find_run_checkpoint(
+    checkpoint_dir: str, agent_name: str, environment_name: str, which: str = LATEST, tag: str | None = None
+) -> str | None:
+    """The `latest` (highest iteration) or `best` checkpoint of the newest matching run, if any.
+
+    Runs are the folders under `checkpoint_dir` named `run_name(agent, env, tag)` with an optional
+    `-N`; `tag=None` matches every tag. The newest run is the one whose latest checkpoint was written
+    last. Checkpoints directly in `checkpoint_dir` (older flat layout) count as one more run.
+    """
+    stem = file_stem(agent_name, environment_name)
+    if tag is None:
+        pattern = re.compile(re.escape(stem) + r"(_.+)?(-\d+)?$")
+    else:
+        pattern = re.compile(re.escape(run_name(agent_name, environment_name, tag)) + r"(-\d+)?$")
+    if not os.path.isdir(checkpoint_dir):
+        return None
+    folders = [os.path.join(checkpoint_dir, n) for n in os.listdir(checkpoint_dir) if pattern.match(n)]
+    if not tag:
+        folders.append(checkpoint_dir)
+    found = []
+    for folder in folders:
+        latest = find_latest_checkpoint(folder, agent_name, environment_name)
+        if latest is None:
+            continue
+        path = latest if which == LATEST else best_checkpoint_path(folder, agent_name, environment_name)
+        if os.path.isfile(path):
+            found.append((os.path.getmtime(latest), latest, path))
+    return max(found)[2] if found else None
+
+
 def find_latest_checkpoint(checkpoint_dir: str, agent_name: str, environment_name: str) -> str | None:
-    """The checkpoint with the highest iteration number for this agent and environment, if any."""
+    """The checkpoint in this one folder with the highest iteration number for this agent and env, if any."""
     if not os.path.isdir(checkpoint_dir):
         return None
     pattern = re.compile(
@@ -44,6 +118,22 @@ def find_latest_checkpoint(checkpoint_dir: str, agent_name: str, environment_nam
     if not found:
         return None
     return os.path.join(checkpoint_dir, max(found)[1])
+
+
+def copy_checkpoint(source: str, destination: str) -> None:
+    """Copies a checkpoint file atomically (temporary file in the destination's folder, then rename)."""
+    directory = os.path.dirname(os.path.abspath(destination))
+    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f, open(source, "rb") as src:
+            shutil.copyfileobj(src, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_path, destination)
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+        raise
 
 
 def save_checkpoint(

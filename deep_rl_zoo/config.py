@@ -54,17 +54,22 @@ class RunConfig:
     sticky_action_probability: float = field(0.0, "Atari: probability of repeating the previous action.")
     terminal_on_life_loss: bool = field(True, "Atari: a lost life is a terminal state for learning only.")
     clip_reward: bool = field(True, "Atari: learn from the sign of the reward (statistics stay raw).")
-    checkpoint_dir: str = field("./checkpoints", "Folder of the checkpoints <AGENT>_<env>_<iteration>.ckpt.")
+    checkpoint_dir: str = field(
+        "./checkpoints",
+        "Root of the run checkpoint folders, each named like the run's folder under --runs_dir.",
+    )
     results_csv_path: str = field(
         "", "CSV file that gets one row per iteration; default: inside the run folder."
     )
     use_tensorboard: bool = field(True, "Write TensorBoard logs under ./runs.")
     runs_dir: str = field("./runs", "Root folder of the TensorBoard run folders.")
-    tag: str = field("", "Suffix of the run folder name, so runs sit side by side in TensorBoard.")
+    tag: str = field("", "Suffix of the run's folder names (runs/ and checkpoints/), e.g. for a sweep.")
     debug_screenshots_interval: int = field(
         0, "Save the terminal frame of every N-th training episode; 0: off."
     )
-    resume: bool = field(False, "Continue from the latest checkpoint of this agent and environment.")
+    resume: bool = field(
+        False, "Continue the newest run of this agent, environment and --tag from its latest checkpoint."
+    )
     stop_when_solved: bool = field(True, "Stop once the evaluation mean reaches the env's reward threshold.")
     device: str = field("auto", "Learner device: auto (CUDA if available), cpu, cuda or cuda:N.")
     num_threads: int = field(1, "torch CPU threads of this process (1 is fastest for small networks).")
@@ -89,7 +94,11 @@ class EvalConfig:
 
     environment_name: str = field("CartPole-v1", "Gymnasium id, or a short Atari name such as Pong.")
     seed: int = field(1, "Seed of the environment and of the exploration.")
-    num_episodes: int = field(5, "Whole episodes to play.")
+    num_episodes: int = field(5, "Whole episodes to play per iteration (unless --num_eval_steps is set).")
+    num_eval_steps: int = field(
+        0, "> 0: per iteration, play the whole episodes that fit this many env steps (as in training)."
+    )
+    num_iterations: int = field(1, "Repeat the evaluation this many times (each with the next seed).")
     max_episode_steps: int = field(0, "Cut episodes after this many env steps; 0 keeps the env's own limit.")
     eval_exploration_epsilon: float = field(
         -1.0, "Probability of a random action (value-based agents); -1: 0.01 on Atari, 0 otherwise."
@@ -101,9 +110,12 @@ class EvalConfig:
     noop_max: int = field(30, "Atari: up to this many no-op actions after each reset.")
     sticky_action_probability: float = field(0.0, "Atari: probability of repeating the previous action.")
     load_checkpoint_file: str = field(
-        "", "Checkpoint to play; 'latest' finds the newest in --checkpoint_dir."
+        "",
+        "Checkpoint file or run folder to play; 'latest' or 'best' (best greedy evaluation) picks from "
+        "the newest run in --checkpoint_dir.",
     )
-    checkpoint_dir: str = field("./checkpoints", "Where 'latest' looks for checkpoints.")
+    checkpoint_dir: str = field("./checkpoints", "Where 'latest' and 'best' look for runs.")
+    tag: str = field("", "With 'latest' or 'best': only runs trained with this --tag ('' looks at all).")
     recording_video_dir: str = field(
         "./recordings", "Folder of the mp4 of the first episode; '' records none."
     )
@@ -112,6 +124,8 @@ class EvalConfig:
 
     def __post_init__(self):
         require(self.num_episodes > 0, f"--num_episodes must be positive, got {self.num_episodes}")
+        require(self.num_iterations > 0, f"--num_iterations must be positive, got {self.num_iterations}")
+        require(self.num_eval_steps >= 0, f"--num_eval_steps must be >= 0, got {self.num_eval_steps}")
         require(
             self.max_episode_steps >= 0, f"--max_episode_steps must be >= 0, got {self.max_episode_steps}"
         )
@@ -147,6 +161,7 @@ def run_script(
 
     hints = typing.get_type_hints(config_cls)
     names = []
+    flag_defaults = {}  # name -> default, for translating the original zoo's flags
     for f in dataclasses.fields(config_cls):
         if f.name in exclude:
             continue
@@ -158,6 +173,9 @@ def run_script(
             f.name, default, f.metadata.get("help", f.name), module_name=sys.argv[0]
         )
         names.append(f.name)
+        flag_defaults[f.name] = defaults.get(f.name, f.default)
+
+    argv = _parse_command_line(flags, config_cls, flag_defaults)
 
     @exit_on_error
     def _main(argv):
@@ -177,4 +195,40 @@ def run_script(
             values[name] = value
         main(config_cls(**values))  # absl would print a returned value and exit 1
 
-    app.run(_main)
+    app.run(_main, argv=argv)
+
+
+@exit_on_error
+def _parse_command_line(flags_module, config_cls: type, flag_defaults: Mapping[str, Any]) -> list[str]:
+    """sys.argv with the original zoo's flags translated (`original_zoo`), after one trial parse that
+    turns absl's multi-line flag errors into one line (the real parse is app.run's)."""
+    from absl import app
+
+    from deep_rl_zoo import original_zoo
+
+    script = _script_name()
+    context = original_zoo.Context(
+        script=script,
+        flags=flag_defaults,
+        atari="environment_height" in flag_defaults,
+        evaluation=issubclass(config_cls, EvalConfig),
+    )
+    argv = original_zoo.translate_argv(sys.argv, context)
+    app.define_help_flags()
+    try:
+        flags_module.FLAGS(argv)
+    except flags_module.UnrecognizedFlagError as e:
+        raise ConfigError(
+            original_zoo.unknown_flag_message(e.flagname, script, list(flag_defaults))
+        ) from None
+    except flags_module.Error as e:
+        raise ConfigError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+    flags_module.FLAGS.unparse_flags()
+    return argv
+
+
+def _script_name() -> str:
+    """`deep_rl_zoo.dqn.run_classic` when run with -m (else the file name)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return spec.name if spec is not None and spec.name else sys.argv[0]

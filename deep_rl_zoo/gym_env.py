@@ -146,6 +146,8 @@ def _make(environment_id: str, **kwargs: Any) -> gym.Env:
         return gym.make(environment_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:
         message = " ".join(str(e).split())  # one line
+        if "mujoco" in message.lower():  # an optional extra of this project, not of gymnasium
+            message = "MuJoCo is an optional extra: pip install -e '.[mujoco]' (or pip install mujoco)"
         raise errors.ConfigError(f"cannot create {environment_id}: {message}") from e
 
 

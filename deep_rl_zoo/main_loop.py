@@ -22,7 +22,7 @@ from tqdm import tqdm
 from deep_rl_zoo import trackers
 from deep_rl_zoo.types_ import Agent, TimeStep
 
-LEARNER_LOG_INTERVAL = 1000  # env steps between two writes of the agent's statistics
+LEARNER_LOG_INTERVAL = 1000  # env steps between two writes of the agent's (or learner's) statistics
 
 
 def run_env_loop(env: gym.Env, agent: Agent, seed: int | None = None) -> Iterator[tuple[TimeStep, object]]:
@@ -84,6 +84,8 @@ class LoopState:
     train_env_steps: int = 0  # env steps of training done so far: the x-axis of every curve
     run_dir: str = ""
     solved: bool = False
+    best_eval_return: float = -math.inf  # best greedy evaluation mean so far (whole episodes only)
+    best_iteration: int = -1  # the iteration that reached it: its checkpoint is copied to `best`
 
     def state_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -222,7 +224,7 @@ def finish_iteration(
     step = loop_state.train_env_steps
     logger.scalars("train", {"steps_per_second": train_steps_per_second}, step)
     logger.scalars("eval", eval_summary, step)
-    logger.scalars("learner", learner_statistics, step)  # at least once per iteration, however few updates
+    logger.scalars("learner", learner_statistics, step)  # at least one point per iteration, however short
     row = {
         "iteration": iteration,
         "train_env_steps": step,
@@ -237,6 +239,9 @@ def finish_iteration(
     logger.flush()
 
     loop_state.next_iteration = iteration + 1
+    if eval_summary["num_episodes"] > 0 and eval_summary["mean_episode_return"] > loop_state.best_eval_return:
+        loop_state.best_eval_return = float(eval_summary["mean_episode_return"])
+        loop_state.best_iteration = iteration
     solved = solved_return is not None and eval_summary["mean_episode_return"] >= solved_return
     loop_state.solved = bool(solved)
     path = save_checkpoint(iteration, loop_state)

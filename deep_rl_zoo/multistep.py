@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import torch
 
-from deep_rl_zoo import base
+from deep_rl_zoo import base, value_learning
 
 
 def _check_time_major(r_t: torch.Tensor, discount_t: torch.Tensor, values: torch.Tensor | None) -> None:
@@ -224,6 +224,143 @@ def generalized_advantage_estimation(
         a = deltas[t] + discount_t[t] * lambda_ * a
         advantages[t] = a
     return advantages
+
+
+@torch.no_grad()
+def transformed_n_step_returns(
+    r_t: torch.Tensor,
+    discount_t: torch.Tensor,
+    valid_t: torch.Tensor,
+    values: torch.Tensor,
+    n: int,
+    eps: float = 1e-3,
+) -> torch.Tensor:
+    r"""R2D2's n-step targets in the rescaled value space.
+
+    Paper: Kapturowski et al. 2019, "Recurrent Experience Replay in Distributed Reinforcement Learning"
+    (https://openreview.net/forum?id=r1lyTjAqYX), with h from Pohlen et al. 2018
+    (https://arxiv.org/abs/1805.11593). The network outputs h(Q); the target undoes h on the bootstrap,
+    adds the rewards in the real scale, and rescales again:
+
+        y[j] = h( r_n[j] + discount_n[j] * h^{-1}(values[j + m]) )
+
+    with r_n, discount_n and m from `n_step_transitions` (stops at termination, bootstraps at a
+    time-limit cut, never looks past the window). For R2D2's double-Q target, values[t] is the target
+    network's output at the action the online network picks in s_t.
+
+    Args:
+      r_t: rewards of transitions o_j -> o_{j+1}, [T, B].
+      discount_t: gamma, or 0 when o_{j+1} is terminal, [T, B].
+      valid_t: False where o_{j+1} starts a new episode, [T, B] bool.
+      values: rescaled values h(Q) of o_0 ... o_T, [T + 1, B].
+      n: steps before bootstrapping, >= 1.
+      eps: h's linear term.
+
+    Returns:
+      y, [T, B] (rescaled, compare with the network's output directly).
+    """
+    _check_time_major(r_t, discount_t, values)
+    folded = n_step_transitions(r_t, discount_t, valid_t, n)
+    bootstrap = value_learning.signed_parabolic(values.gather(0, folded.bootstrap_index), eps)
+    return value_learning.signed_hyperbolic(folded.r_n + folded.discount_n * bootstrap, eps)
+
+
+@torch.no_grad()
+def retrace_returns(
+    r_t: torch.Tensor,
+    discount_t: torch.Tensor,
+    q_t: torch.Tensor,
+    a_t: torch.Tensor,
+    pi_t: torch.Tensor,
+    mu_a_t: torch.Tensor,
+    lambda_: float,
+    valid_t: torch.Tensor | None = None,
+) -> torch.Tensor:
+    r"""Retrace(lambda) targets for Q(s_t, a_t) from off-policy data.
+
+    Paper: Munos, Stepleton, Harutyunyan & Bellemare 2016, "Safe and Efficient Off-Policy Reinforcement
+    Learning" (https://arxiv.org/abs/1606.02647). With v[t] = sum_a pi_t[t, a] q_t[t, a] (the target
+    policy's expected value), q_a[t] = q_t[t, a_t[t]] and the truncated importance weights
+
+        c[t] = lambda * min(1, pi_t[t, a_t[t]] / mu_a_t[t]),
+
+    the targets satisfy, backwards from the end of the unroll,
+
+        G[T-1] = r_t[T-1] + discount_t[T-1] * v[T]
+        G[t]   = r_t[t] + discount_t[t] * (v[t+1] + c[t+1] * (G[t+1] - q_a[t+1])).
+
+    lambda = 0 gives expected-SARSA one-step targets; on-policy data with lambda = 1 the discounted
+    return (the corrections telescope). Where valid_t[t+1] is False (o_{t+2} starts a new episode, so
+    there is no transition t+1) the trace is cut: G[t] = r_t[t] + discount_t[t] * v[t+1], which
+    bootstraps from the last state of an episode cut by a time limit. G at invalid steps is meaningless;
+    mask it out of the loss.
+
+    Args:
+      r_t: rewards of s_t -> s_{t+1}, [T, B].
+      discount_t: gamma, or 0 when s_{t+1} is terminal, [T, B].
+      q_t: (target-network) Q-values of s_0 ... s_T, [T + 1, B, A]; row 0 is not used.
+      a_t: actions a_0 ... a_{T-1}, [T, B] int64; a_0 is not used.
+      pi_t: target-policy probabilities at s_0 ... s_T, [T + 1, B, A]; row 0 is not used.
+      mu_a_t: behaviour probability of a_t at s_t, [T, B], > 0 where used.
+      lambda_: trace decay in [0, 1].
+      valid_t: False where s_{t+1} starts a new episode, [T, B] bool (default: all True).
+
+    Returns:
+      G, [T, B].
+    """
+    _check_time_major(r_t, discount_t, None)
+    _check_lambda(lambda_)
+    num_steps, batch = r_t.shape
+    base.assert_rank_and_dtype(q_t, 3, r_t.dtype, "q_t")
+    base.assert_rank_and_dtype(pi_t, 3, r_t.dtype, "pi_t")
+    base.assert_rank_and_dtype(a_t, 2, torch.int64, "a_t")
+    base.assert_rank_and_dtype(mu_a_t, 2, r_t.dtype, "mu_a_t")
+    if q_t.shape[:2] != (num_steps + 1, batch) or pi_t.shape != q_t.shape:
+        raise ValueError(
+            f"q_t and pi_t must have shape [T + 1, B, A] with [T, B] = {(num_steps, batch)}, "
+            f"got {tuple(q_t.shape)} and {tuple(pi_t.shape)}"
+        )
+    if a_t.shape != r_t.shape or mu_a_t.shape != r_t.shape:
+        raise ValueError(f"a_t {tuple(a_t.shape)} and mu_a_t {tuple(mu_a_t.shape)} must be [T, B]")
+    if valid_t is None:
+        valid_t = torch.ones_like(r_t, dtype=torch.bool)
+    base.assert_rank_and_dtype(valid_t, 2, torch.bool, "valid_t")
+    v = (pi_t * q_t).sum(dim=-1)  # [T + 1, B]
+    q_a = q_t[:-1].gather(-1, a_t.unsqueeze(-1)).squeeze(-1)  # [T, B], q_a[t] = Q(s_t, a_t)
+    pi_a = pi_t[:-1].gather(-1, a_t.unsqueeze(-1)).squeeze(-1)  # [T, B]
+    c = lambda_ * torch.clamp(pi_a / mu_a_t, max=1.0) * valid_t.to(r_t.dtype)
+    returns = torch.empty_like(r_t)
+    g = r_t[-1] + discount_t[-1] * v[-1]
+    returns[-1] = g
+    for t in reversed(range(num_steps - 1)):
+        g = r_t[t] + discount_t[t] * (v[t + 1] + c[t + 1] * (g - q_a[t + 1]))
+        returns[t] = g
+    return returns
+
+
+@torch.no_grad()
+def transformed_retrace_returns(
+    r_t: torch.Tensor,
+    discount_t: torch.Tensor,
+    q_t: torch.Tensor,
+    a_t: torch.Tensor,
+    pi_t: torch.Tensor,
+    mu_a_t: torch.Tensor,
+    lambda_: float,
+    valid_t: torch.Tensor | None = None,
+    eps: float = 1e-3,
+) -> torch.Tensor:
+    r"""Retrace in the rescaled value space, as NGU and Agent57 learn it.
+
+    Paper: Badia et al. 2020, "Never Give Up" (https://arxiv.org/abs/2002.06038), appendix on the
+    transformed Retrace operator: the network outputs h(Q), so the recursion of `retrace_returns` runs
+    on h^{-1}(q_t) and its result is rescaled, G_h = h(G).
+
+    Arguments as `retrace_returns`, with q_t the rescaled values h(Q) and eps h's linear term.
+    """
+    q_real = value_learning.signed_parabolic(q_t, eps)
+    g = retrace_returns(r_t, discount_t, q_real, a_t, pi_t, mu_a_t, lambda_, valid_t)
+    return value_learning.signed_hyperbolic(g, eps)
 
 
 def _check_lambda(lambda_: float) -> None:

@@ -134,7 +134,7 @@ def train(
     device = resolve_device(config.device)
     seed_everything(config.seed, config.num_threads)
 
-    resume_payload = load_resume_checkpoint(config, agent_name, environment_id)
+    resume = load_resume_checkpoint(config, agent_name, environment_id)
 
     debug_render = "rgb_array" if config.debug_screenshots_interval > 0 else None
     train_env = make_environment(config, config.seed, train=True, render_mode=debug_render, wrap_env=wrap_env)
@@ -142,9 +142,9 @@ def train(
     check_action_space(train_env, agent_name, action_space)
     agents = build_agents(train_env, device)
 
-    loop_state = restore_or_start(config, agents.train_agent, resume_payload)
-    logger = open_run_logger(config, agent_name, loop_state)
-    save = checkpoint_saver(config, agent_name, environment_id, agents.train_agent)
+    loop_state = restore_or_start(config, agents.train_agent, resume)
+    logger, checkpoint_folder = open_run(config, agent_name, loop_state, resume)
+    save = checkpoint_saver(config, agent_name, environment_id, agents.train_agent, checkpoint_folder)
     solved_return = solved_return_of(config, train_env)
     try:
         return main_loop.run_single_thread_training_iterations(
@@ -168,31 +168,34 @@ def train(
         eval_env.close()
 
 
-def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: str) -> dict | None:
-    """The latest checkpoint's payload for --resume, else None; refuses to overwrite a finished run's files."""
-    latest = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
+class ResumePoint(NamedTuple):
+    payload: dict  # the checkpoint's contents
+    checkpoint_folder: str  # the run's checkpoint folder: the resumed run keeps writing there
+
+
+def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: str) -> ResumePoint | None:
+    """For --resume, the newest run with this agent, environment and --tag; else None (a fresh run)."""
     if not config.resume:
-        if latest is not None:
-            raise ConfigError(
-                f"{latest} already exists; pass --resume to continue that run, or another --checkpoint_dir "
-                "for a new one (checkpoints are never overwritten by a fresh run)"
-            )
         return None
+    latest = checkpoint.find_run_checkpoint(
+        config.checkpoint_dir, agent_name, config.environment_name, checkpoint.LATEST, tag=config.tag
+    )
     if latest is None:
+        tagged = f" tagged {config.tag!r}" if config.tag else " without a --tag"
         raise ConfigError(
-            f"--resume: no {agent_name} checkpoint for {config.environment_name} in {config.checkpoint_dir}"
+            f"--resume: no {agent_name} checkpoint for {config.environment_name}{tagged} in {config.checkpoint_dir}"
         )
     payload = checkpoint.load_checkpoint(latest, agent_name, environment_id)
     print(f"resuming from {latest}", file=sys.stderr)
-    return payload
+    return ResumePoint(payload, os.path.dirname(latest))
 
 
-def restore_or_start(config: RunConfig, agent: Any, resume_payload: dict | None) -> main_loop.LoopState:
+def restore_or_start(config: RunConfig, agent: Any, resume: ResumePoint | None) -> main_loop.LoopState:
     """Loads the agent's state and the loop's position from a resume checkpoint, or starts afresh."""
-    if resume_payload is None:
+    if resume is None:
         return main_loop.LoopState()
-    agent.load_state_dict(resume_payload["agent"])
-    loop_state = main_loop.LoopState.from_state_dict(resume_payload["loop"])
+    agent.load_state_dict(resume.payload["agent"])
+    loop_state = main_loop.LoopState.from_state_dict(resume.payload["loop"])
     if loop_state.next_iteration >= config.num_iterations:
         raise ConfigError(
             f"--resume: the run already finished {loop_state.next_iteration} of --num_iterations="
@@ -201,33 +204,46 @@ def restore_or_start(config: RunConfig, agent: Any, resume_payload: dict | None)
     return loop_state
 
 
-def open_run_logger(
-    config: RunConfig, agent_name: str, loop_state: main_loop.LoopState
-) -> trackers.RunLogger:
-    """The run's logger, in the resumed run's folder or a new one (never an existing folder of another run)."""
-    if not loop_state.run_dir or not os.path.isdir(loop_state.run_dir):
-        name = checkpoint.file_stem(agent_name, config.environment_name) + (
-            f"_{config.tag}" if config.tag else ""
+def open_run(
+    config: RunConfig, agent_name: str, loop_state: main_loop.LoopState, resume: ResumePoint | None
+) -> tuple[trackers.RunLogger, str]:
+    """The run's logger and checkpoint folder: the resumed run's, or a new pair sharing one fresh name.
+
+    A new run is `<AGENT>_<env>[_<tag>]`, with `-2`, `-3`... when that name is taken under --runs_dir
+    or --checkpoint_dir, so runs of a --tag sweep never collide and nothing is ever overwritten.
+    """
+    if resume is not None:
+        checkpoint_folder = resume.checkpoint_folder
+        if not loop_state.run_dir or not os.path.isdir(loop_state.run_dir):
+            name = checkpoint.new_run_name(
+                [config.runs_dir], os.path.basename(os.path.abspath(checkpoint_folder))
+            )
+            loop_state.run_dir = os.path.join(config.runs_dir, name)
+    else:
+        name = checkpoint.new_run_name(
+            [config.runs_dir, config.checkpoint_dir],
+            checkpoint.run_name(agent_name, config.environment_name, config.tag),
         )
-        loop_state.run_dir = trackers.new_run_dir(config.runs_dir, name)
+        loop_state.run_dir = os.path.join(config.runs_dir, name)
+        checkpoint_folder = os.path.join(config.checkpoint_dir, name)
     _write_config(loop_state.run_dir, config)
-    return trackers.RunLogger(
+    logger = trackers.RunLogger(
         run_dir=loop_state.run_dir,
         use_tensorboard=config.use_tensorboard,
         results_csv_path=config.results_csv_path or os.path.join(loop_state.run_dir, "results.csv"),
         debug_screenshots_interval=config.debug_screenshots_interval,
     )
+    return logger, checkpoint_folder
 
 
 def checkpoint_saver(
-    config: RunConfig, agent_name: str, environment_id: str, agent: Any
+    config: RunConfig, agent_name: str, environment_id: str, agent: Any, checkpoint_folder: str
 ) -> Callable[[int, main_loop.LoopState], str]:
-    """save(iteration, loop_state) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with the run's flags."""
+    """save(iteration, loop_state) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with the run's flags,
+    and copies it to `<AGENT>_<env>_best.ckpt` when this iteration's evaluation is the best so far."""
 
     def save(iteration: int, state: main_loop.LoopState) -> str:
-        path = checkpoint.checkpoint_path(
-            config.checkpoint_dir, agent_name, config.environment_name, iteration
-        )
+        path = checkpoint.checkpoint_path(checkpoint_folder, agent_name, config.environment_name, iteration)
         checkpoint.save_checkpoint(
             path,
             agent_name,
@@ -237,6 +253,9 @@ def checkpoint_saver(
             state.state_dict(),
             config=dataclasses.asdict(config),
         )
+        if state.best_iteration == iteration:
+            best = checkpoint.best_checkpoint_path(checkpoint_folder, agent_name, config.environment_name)
+            checkpoint.copy_checkpoint(path, best)
         return path
 
     return save
@@ -262,7 +281,10 @@ def evaluate(
     action_space: str = "discrete",
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
 ) -> list[float]:
-    """Plays `config.num_episodes` episodes with a checkpoint's (or random) weights; records the first.
+    """Plays a checkpoint's (or random) weights greedily and records the first episode.
+
+    Each of `config.num_iterations` iterations plays `config.num_episodes` whole episodes, or with
+    `config.num_eval_steps` > 0 the whole episodes that fit that many env steps; returns every return.
 
     Args:
       build_actor: builds the evaluation actor for the env; receives the checkpoint (its "agent" state
@@ -271,13 +293,7 @@ def evaluate(
     environment_id = gym_env.resolve_environment_name(config.environment_name)
     device = resolve_device(config.device)
     seed_everything(config.seed, config.num_threads)
-    path = config.load_checkpoint_file
-    if path == "latest":
-        path = checkpoint.find_latest_checkpoint(config.checkpoint_dir, agent_name, config.environment_name)
-        if path is None:
-            raise ConfigError(
-                f"no {agent_name} checkpoint for {config.environment_name} in {config.checkpoint_dir}"
-            )
+    path = resolve_checkpoint_file(config, agent_name)
     payload = None
     if path:
         payload = checkpoint.load_checkpoint(path, agent_name, environment_id)
@@ -297,15 +313,66 @@ def evaluate(
     try:
         check_action_space(env, agent_name, action_space)
         actor = build_actor(env, device, payload)
-        returns = main_loop.evaluate_episodes(env, actor, config.num_episodes, seed=config.seed)
+        returns = []
+        for iteration in range(config.num_iterations):
+            returns.extend(_evaluation_iteration(config, env, actor, iteration))
     finally:
         env.close()
-    for index, episode_return in enumerate(returns):
-        print(f"episode {index}: return {episode_return:.1f}")
-    print(f"mean return over {len(returns)} episodes: {np.mean(returns):.1f}")
+    if returns:
+        print(f"mean return over {len(returns)} episodes: {np.mean(returns):.1f}")
+    else:
+        print(f"no episode finished within --num_eval_steps={config.num_eval_steps}: no return to report")
     if video_dir:
         print(f"video of the first episode in {video_dir}")
     return returns
+
+
+def _evaluation_iteration(config: EvalConfig, env: gym.Env, actor: Agent, iteration: int) -> list[float]:
+    """--num_episodes whole episodes, or with --num_eval_steps the whole episodes that fit that budget
+    (as in a training run's evaluation phase); prints each return."""
+    seed = config.seed + iteration
+    if config.num_eval_steps > 0:
+        stats = trackers.PhaseStats()
+        main_loop.run_evaluation_phase(config.num_eval_steps, env, actor, seed, iteration, False, stats)
+        returns = stats.episode_returns
+    else:
+        returns = main_loop.evaluate_episodes(env, actor, config.num_episodes, seed=seed)
+    if config.num_eval_steps > 0:  # possibly hundreds of short episodes: one line per iteration
+        mean = f"mean return {np.mean(returns):.1f}" if returns else "no episode finished"
+        print(
+            f"iteration {iteration}: {mean} over {len(returns)} whole episodes in {config.num_eval_steps} env steps"
+        )
+    else:
+        prefix = f"iteration {iteration}, " if config.num_iterations > 1 else ""
+        for index, episode_return in enumerate(returns):
+            print(f"{prefix}episode {index}: return {episode_return:.1f}")
+    return returns
+
+
+def resolve_checkpoint_file(config: EvalConfig, agent_name: str) -> str:
+    """--load_checkpoint_file as a path: `latest`/`best` of the newest matching run, a run's folder
+    (its latest checkpoint), or the file itself; '' stays '' (random weights)."""
+    path = config.load_checkpoint_file
+    tag = config.tag or None
+    if path in (checkpoint.LATEST, checkpoint.BEST):
+        found = checkpoint.find_run_checkpoint(
+            config.checkpoint_dir, agent_name, config.environment_name, path, tag
+        )
+        if found is None:
+            what = "best " if path == checkpoint.BEST else ""
+            tagged = f" tagged {config.tag!r}" if config.tag else ""
+            raise ConfigError(
+                f"no {what}{agent_name} checkpoint for {config.environment_name}{tagged} in {config.checkpoint_dir}"
+            )
+        return found
+    if path and os.path.isdir(path):
+        found = checkpoint.find_latest_checkpoint(path, agent_name, config.environment_name)
+        if found is None:
+            raise ConfigError(
+                f"no {agent_name} checkpoint for {config.environment_name} in the folder {path}"
+            )
+        return found
+    return path
 
 
 # --- Distributed: actors feeding one learner ---
@@ -394,15 +461,15 @@ def train_distributed(
     device = resolve_device(config.device)
     seed_everything(config.seed, config.num_threads)
 
-    resume_payload = load_resume_checkpoint(config, agent_name, environment_id)
+    resume = load_resume_checkpoint(config, agent_name, environment_id)
 
     eval_env = make_environment(config, config.seed + 1, train=False)
     try:
         check_action_space(eval_env, agent_name, action_space)
         agents = build_learner(eval_env, device)
-        loop_state = restore_or_start(config, agents.learner, resume_payload)
-        logger = open_run_logger(config, agent_name, loop_state)
-        save = checkpoint_saver(config, agent_name, environment_id, agents.learner)
+        loop_state = restore_or_start(config, agents.learner, resume)
+        logger, checkpoint_folder = open_run(config, agent_name, loop_state, resume)
+        save = checkpoint_saver(config, agent_name, environment_id, agents.learner, checkpoint_folder)
         solved_return = solved_return_of(config, eval_env)
         runtime = LocalActorRuntime(
             agents.learner.shared_module,

@@ -116,7 +116,7 @@ def test_run_classic_resume_and_eval_agent(tmp_path, gradients_from_actors):
     assert state.train_env_steps >= 48
     resumed = main(_config(tmp_path, num_iterations=2, resume=True))
     assert resumed.next_iteration == 2 and resumed.train_env_steps >= 2 * 48
-    assert os.path.isfile(tmp_path / "checkpoints" / f"{name}_CartPole-v1_1.ckpt")
+    assert os.path.isfile(tmp_path / "checkpoints" / f"{name}_CartPole-v1" / f"{name}_CartPole-v1_1.ckpt")
     returns = eval_agent.main(
         eval_agent.A2cEvalConfig(
             agent_name=name,

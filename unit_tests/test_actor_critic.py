@@ -163,7 +163,9 @@ def test_unroll_length_must_be_positive():
 def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
     state = train.main(tiny_classic_config(tmp_path))
     for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"ActorCritic_CartPole-v1_{iteration}.ckpt")
+        assert os.path.isfile(
+            tmp_path / "checkpoints" / "ActorCritic_CartPole-v1" / f"ActorCritic_CartPole-v1_{iteration}.ckpt"
+        )
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
     # at least one update per 32 env steps
@@ -193,7 +195,9 @@ def test_run_atari_smoke_uses_the_shared_cnn(tmp_path):
     assert isinstance(agents.train_agent._network, NatureCnnActorCritic)
     assert train.main(config).train_env_steps == 50
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "ActorCritic_Pong_0.ckpt"), "ActorCritic", "PongNoFrameskip-v4"
+        str(tmp_path / "checkpoints" / "ActorCritic_Pong" / "ActorCritic_Pong_0.ckpt"),
+        "ActorCritic",
+        "PongNoFrameskip-v4",
     )
     assert saved["agent"]["learner_steps"] >= 50 // 5
 
@@ -234,7 +238,9 @@ def test_resume_continues_counters(tmp_path):
     resumed = train.main(tiny_classic_config(tmp_path, num_iterations=3, resume=True))
     assert resumed.train_env_steps == 900
     final = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "ActorCritic_CartPole-v1_2.ckpt"), "ActorCritic", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "ActorCritic_CartPole-v1" / "ActorCritic_CartPole-v1_2.ckpt"),
+        "ActorCritic",
+        "CartPole-v1",
     )
     assert final["agent"]["env_steps"] == 900
 

@@ -49,7 +49,9 @@ def read_csv(path) -> list[dict]:
 def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
     state = train.main(tiny_classic_config(tmp_path))
     for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"DQN_CartPole-v1_{iteration}.ckpt")
+        assert os.path.isfile(
+            tmp_path / "checkpoints" / "DQN_CartPole-v1" / f"DQN_CartPole-v1_{iteration}.ckpt"
+        )
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     assert [int(r["iteration"]) for r in rows] == [0, 1]
     assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
@@ -78,7 +80,7 @@ def test_run_atari_smoke_stores_each_frame_once(tmp_path):
     assert agents.train_agent._writer.frame_store is not None  # frames kept once, stacks rebuilt on sampling
     state = train.main(config)
     assert state.train_env_steps == 80
-    assert os.path.isfile(tmp_path / "checkpoints" / "DQN_Pong_0.ckpt")
+    assert os.path.isfile(tmp_path / "checkpoints" / "DQN_Pong" / "DQN_Pong_0.ckpt")
 
 
 def _pong_env(config):
@@ -94,7 +96,7 @@ def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path, capsys):
         EvalConfig(
             environment_name="CartPole-v1",
             num_episodes=2,
-            load_checkpoint_file=str(tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"),
+            load_checkpoint_file=str(tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"),
             recording_video_dir=str(tmp_path / "recordings"),
         )
     )
@@ -122,7 +124,7 @@ def test_eval_agent_without_checkpoint_says_it_plays_random_weights_on_atari(tmp
 def test_resume_continues_counters_and_curve_where_the_run_stopped(tmp_path):
     first = train.main(tiny_classic_config(tmp_path, num_iterations=2))
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "DQN_CartPole-v1_1.ckpt"), "DQN", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_1.ckpt"), "DQN", "CartPole-v1"
     )
     resumed = train.main(tiny_classic_config(tmp_path, num_iterations=3, resume=True))
     assert resumed.run_dir == first.run_dir  # the same TensorBoard folder and CSV continue
@@ -130,7 +132,7 @@ def test_resume_continues_counters_and_curve_where_the_run_stopped(tmp_path):
     rows = read_csv(os.path.join(first.run_dir, "results.csv"))
     assert [int(r["iteration"]) for r in rows] == [0, 1, 2]
     final = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "DQN_CartPole-v1_2.ckpt"), "DQN", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_2.ckpt"), "DQN", "CartPole-v1"
     )
     # 300 more env steps were taken, and the optimizer, schedule and counters carried on.
     assert final["agent"]["env_steps"] == saved["agent"]["env_steps"] + 300
@@ -141,7 +143,7 @@ def test_resume_continues_counters_and_curve_where_the_run_stopped(tmp_path):
 def test_resume_restores_the_exact_agent_state(tmp_path):
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
     payload = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"), "DQN", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"), "DQN", "CartPole-v1"
     )
     config = tiny_classic_config(tmp_path)
     from deep_rl_zoo import run_support
@@ -215,12 +217,14 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
     assert not os.path.exists(tmp_path / "runs")
 
 
-def test_a_fresh_run_never_overwrites_existing_checkpoints(tmp_path):
+def test_a_second_run_gets_its_own_folders_and_never_touches_the_first(tmp_path):
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
-    before = (tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt").read_bytes()
-    with pytest.raises(ConfigError, match="pass --resume"):
-        train.main(tiny_classic_config(tmp_path, num_iterations=1, seed=7))
-    assert (tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt").read_bytes() == before
+    first = tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"
+    before = first.read_bytes()
+    train.main(tiny_classic_config(tmp_path, num_iterations=1, seed=7))
+    assert first.read_bytes() == before
+    assert (tmp_path / "checkpoints" / "DQN_CartPole-v1-2" / "DQN_CartPole-v1_0.ckpt").is_file()
+    assert sorted(os.listdir(tmp_path / "runs")) == ["DQN_CartPole-v1", "DQN_CartPole-v1-2"]
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path):
@@ -239,7 +243,7 @@ def test_missing_truncated_and_foreign_checkpoints_are_refused(tmp_path):
         _eval(tmp_path, tmp_path / "missing.ckpt")
 
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
-    good = tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"
+    good = tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"
     truncated = tmp_path / "truncated.ckpt"
     truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     with pytest.raises(CheckpointError, match="truncated"):
@@ -300,7 +304,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_written_checkpoints(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    first = tmp_path / "checkpoints" / "DQN_CartPole-v1_0.ckpt"
+    first = tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"
     deadline = time.time() + 90
     while not first.exists() and time.time() < deadline:
         time.sleep(0.2)
@@ -309,8 +313,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_written_checkpoints(tmp_path):
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130
     assert "interrupted" in stderr
-    for name in os.listdir(tmp_path / "checkpoints"):
-        path = tmp_path / "checkpoints" / name
+    for name in os.listdir(first.parent):
+        path = first.parent / name
         assert not name.startswith(".tmp")
         checkpoint.load_checkpoint(str(path), "DQN", "CartPole-v1")  # every file left is complete
 

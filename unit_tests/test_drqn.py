@@ -237,7 +237,9 @@ def test_obscured_observation_blanks_whole_observations_at_the_given_rate():
 def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
     state = train.main(tiny_classic_config(tmp_path))
     for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"DRQN_CartPole-v1_{iteration}.ckpt")
+        assert os.path.isfile(
+            tmp_path / "checkpoints" / "DRQN_CartPole-v1" / f"DRQN_CartPole-v1_{iteration}.ckpt"
+        )
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
     assert all(float(r["learner_learner_steps"]) > 0 for r in rows)
@@ -271,7 +273,7 @@ def test_run_atari_smoke_stores_each_frame_once(tmp_path):
     env.close()
     state = train.main(config)
     assert state.train_env_steps == 60
-    assert os.path.isfile(tmp_path / "checkpoints" / "DRQN_Pong_0.ckpt")
+    assert os.path.isfile(tmp_path / "checkpoints" / "DRQN_Pong" / "DRQN_Pong_0.ckpt")
 
 
 @pytest.mark.smoke
@@ -280,7 +282,9 @@ def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path):
     returns = eval_agent.main(
         eval_agent.DrqnEvalConfig(
             num_episodes=2,
-            load_checkpoint_file=str(tmp_path / "checkpoints" / "DRQN_CartPole-v1_0.ckpt"),
+            load_checkpoint_file=str(
+                tmp_path / "checkpoints" / "DRQN_CartPole-v1" / "DRQN_CartPole-v1_0.ckpt"
+            ),
             recording_video_dir=str(tmp_path / "recordings"),
         )
     )

@@ -269,3 +269,16 @@ def test_bad_atari_arguments_raise_config_error():
         gym_env.create_atari_environment("Pong", seed=0, frame_stack=0)
     with pytest.raises(errors.ConfigError, match="rgb_array"):
         gym_env.create_atari_environment("Pong", seed=0, render_mode="human", video_dir="/tmp/unused")
+
+
+def test_a_missing_mujoco_names_this_projects_extra(monkeypatch):
+    def make_without_mujoco(*args, **kwargs):
+        raise gym.error.DependencyNotInstalled(
+            'MuJoCo is not installed, run `pip install "gymnasium[mujoco]"`'
+        )
+
+    monkeypatch.setattr(gym_env.gym, "make", make_without_mujoco)
+    with pytest.raises(
+        errors.ConfigError, match=r"cannot create HalfCheetah-v5: .*pip install -e '\.\[mujoco\]'"
+    ):
+        gym_env.create_classic_environment("HalfCheetah-v5", seed=1)

@@ -207,12 +207,16 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
     state = train.main(_config(tmp_path, num_iterations=1, lstm_size=8))
     assert state.next_iteration == 1 and state.train_env_steps >= 64
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "IMPALA_CartPole-v1_0.ckpt"), "IMPALA", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "IMPALA_CartPole-v1" / "IMPALA_CartPole-v1_0.ckpt"),
+        "IMPALA",
+        "CartPole-v1",
     )
     resumed = train.main(_config(tmp_path, num_iterations=2, lstm_size=8, resume=True))
     assert resumed.next_iteration == 2 and resumed.train_env_steps > state.train_env_steps
     later = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "IMPALA_CartPole-v1_1.ckpt"), "IMPALA", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "IMPALA_CartPole-v1" / "IMPALA_CartPole-v1_1.ckpt"),
+        "IMPALA",
+        "CartPole-v1",
     )
     assert later["agent"]["learner_steps"] > saved["agent"]["learner_steps"]  # counted on, not restarted
     returns = eval_agent.main(
@@ -248,7 +252,7 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
     )
     state = train.main(config)
     assert state.train_env_steps >= 16
-    assert os.path.isfile(tmp_path / "checkpoints" / "IMPALA_Pong_0.ckpt")
+    assert os.path.isfile(tmp_path / "checkpoints" / "IMPALA_Pong" / "IMPALA_Pong_0.ckpt")
 
 
 # ----------------------------------------------------------------------------------------------------

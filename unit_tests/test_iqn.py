@@ -85,7 +85,9 @@ def test_learning_samples_separate_online_target_and_acting_counts(tmp_path, mon
 def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
     state = train.main(tiny_classic_config(tmp_path))
     for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"IQN_CartPole-v1_{iteration}.ckpt")
+        assert os.path.isfile(
+            tmp_path / "checkpoints" / "IQN_CartPole-v1" / f"IQN_CartPole-v1_{iteration}.ckpt"
+        )
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
 
@@ -117,7 +119,7 @@ def test_run_atari_smoke_and_the_pong_agent_of_the_acting_benchmark(tmp_path):
     env.close()
     state = train.main(config)
     assert state.train_env_steps == 60
-    assert os.path.isfile(tmp_path / "checkpoints" / "IQN_Pong_0.ckpt")
+    assert os.path.isfile(tmp_path / "checkpoints" / "IQN_Pong" / "IQN_Pong_0.ckpt")
 
 
 @pytest.mark.smoke
@@ -126,7 +128,7 @@ def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path):
     returns = eval_agent.main(
         EvalConfig(
             num_episodes=2,
-            load_checkpoint_file=str(tmp_path / "checkpoints" / "IQN_CartPole-v1_0.ckpt"),
+            load_checkpoint_file=str(tmp_path / "checkpoints" / "IQN_CartPole-v1" / "IQN_CartPole-v1_0.ckpt"),
             recording_video_dir=str(tmp_path / "recordings"),
         )
     )
@@ -140,7 +142,7 @@ def test_resume_restores_the_fraction_generator(tmp_path):
     resumed = train.main(tiny_classic_config(tmp_path, num_iterations=2, resume=True))
     assert resumed.train_env_steps == 600
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "IQN_CartPole-v1_0.ckpt"), "IQN", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "IQN_CartPole-v1" / "IQN_CartPole-v1_0.ckpt"), "IQN", "CartPole-v1"
     )
     config = tiny_classic_config(tmp_path)
     agents = train.build_agents(

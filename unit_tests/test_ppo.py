@@ -246,7 +246,9 @@ def test_run_classic_then_eval_agent(tmp_path):
     state = train.main(_config(tmp_path))
     assert state.next_iteration == 2 and state.train_env_steps >= 128
     for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"PPO_CartPole-v1_{iteration}.ckpt")
+        assert os.path.isfile(
+            tmp_path / "checkpoints" / "PPO_CartPole-v1" / f"PPO_CartPole-v1_{iteration}.ckpt"
+        )
     returns = eval_agent.main(
         EvalConfig(
             environment_name="CartPole-v1",
@@ -280,7 +282,7 @@ def test_run_atari_smoke(tmp_path):
     )
     state = train.main(config)
     assert state.train_env_steps >= 16
-    assert os.path.isfile(tmp_path / "checkpoints" / "PPO_Pong_0.ckpt")
+    assert os.path.isfile(tmp_path / "checkpoints" / "PPO_Pong" / "PPO_Pong_0.ckpt")
 
 
 @pytest.mark.smoke
@@ -296,7 +298,7 @@ def test_run_continuous_resume_restores_normaliser_statistics_and_eval_plays_the
         "num_epochs": 1,
     }
     state = train.main(_config(tmp_path, **overrides), action_space="continuous")
-    path = tmp_path / "checkpoints" / "PPO_Pendulum-v1_0.ckpt"
+    path = tmp_path / "checkpoints" / "PPO_Pendulum-v1" / "PPO_Pendulum-v1_0.ckpt"
     payload = checkpoint.load_checkpoint(str(path), "PPO", "Pendulum-v1")
     saved_mean = payload["agent"]["network"]["normalizer.mean"]
     assert saved_mean.abs().sum().item() > 0  # the learner updated and saved the statistics
@@ -307,7 +309,7 @@ def test_run_continuous_resume_restores_normaliser_statistics_and_eval_plays_the
     )
     assert resumed.next_iteration == 2 and resumed.train_env_steps > state.train_env_steps
     later = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "PPO_Pendulum-v1_1.ckpt"), "PPO", "Pendulum-v1"
+        str(tmp_path / "checkpoints" / "PPO_Pendulum-v1" / "PPO_Pendulum-v1_1.ckpt"), "PPO", "Pendulum-v1"
     )
     # Statistics continued from the saved ones: more observations counted than one iteration gives.
     assert later["agent"]["network"]["normalizer.count"] > payload["agent"]["network"]["normalizer.count"]
@@ -370,4 +372,6 @@ def test_run_continuous_trains_mujoco_and_box2d_tasks(tmp_path, environment_name
     }
     state = train.main(_config(tmp_path, **overrides), action_space="continuous")
     assert state.train_env_steps >= 64
-    assert os.path.isfile(tmp_path / "checkpoints" / f"PPO_{environment_name}_0.ckpt")
+    assert os.path.isfile(
+        tmp_path / "checkpoints" / f"PPO_{environment_name}" / f"PPO_{environment_name}_0.ckpt"
+    )

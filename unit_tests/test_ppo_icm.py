@@ -146,12 +146,12 @@ def test_continuous_env_is_a_config_error_before_anything_is_written(tmp_path):
 def test_run_classic_resume_then_eval_agent(tmp_path):
     state = train.main(_config(tmp_path, num_iterations=1, debug_screenshots_interval=1))
     first = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"PPO-ICM_{ENV}_0.ckpt"), "PPO-ICM", ENV
+        str(tmp_path / "checkpoints" / f"PPO-ICM_{ENV}" / f"PPO-ICM_{ENV}_0.ckpt"), "PPO-ICM", ENV
     )
     resumed = train.main(_config(tmp_path, num_iterations=2, resume=True))
     assert resumed.next_iteration == 2 and resumed.train_env_steps > state.train_env_steps
     second = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"PPO-ICM_{ENV}_1.ckpt"), "PPO-ICM", ENV
+        str(tmp_path / "checkpoints" / f"PPO-ICM_{ENV}" / f"PPO-ICM_{ENV}_1.ckpt"), "PPO-ICM", ENV
     )
     assert second["agent"]["network"]["normalizer.count"] > first["agent"]["network"]["normalizer.count"]
     assert second["agent"]["intrinsic_normalizer"]["count"] > first["agent"]["intrinsic_normalizer"]["count"]
@@ -193,7 +193,7 @@ def test_run_atari_smoke(tmp_path):
     state = train.main(config)
     assert state.train_env_steps >= 16
     agent = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "PPO-ICM_MontezumaRevenge_0.ckpt"),
+        str(tmp_path / "checkpoints" / "PPO-ICM_MontezumaRevenge" / "PPO-ICM_MontezumaRevenge_0.ckpt"),
         "PPO-ICM",
         "MontezumaRevengeNoFrameskip-v4",
     )["agent"]

@@ -146,12 +146,12 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
     state = train.main(_config(tmp_path, num_iterations=1, use_tensorboard=True))
     assert state.next_iteration == 1
     first = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"PPO-RND_{ENV}_0.ckpt"), "PPO-RND", ENV
+        str(tmp_path / "checkpoints" / f"PPO-RND_{ENV}" / f"PPO-RND_{ENV}_0.ckpt"), "PPO-RND", ENV
     )["agent"]
     resumed = train.main(_config(tmp_path, num_iterations=2, resume=True, use_tensorboard=True))
     assert resumed.next_iteration == 2 and resumed.train_env_steps > state.train_env_steps
     second = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"PPO-RND_{ENV}_1.ckpt"), "PPO-RND", ENV
+        str(tmp_path / "checkpoints" / f"PPO-RND_{ENV}" / f"PPO-RND_{ENV}_1.ckpt"), "PPO-RND", ENV
     )["agent"]
     # Every running statistic continued from the saved one rather than starting again.
     assert second["rnd"]["normalizer.count"] > first["rnd"]["normalizer.count"]
@@ -202,7 +202,7 @@ def test_run_atari_smoke(tmp_path):
     state = train.main(config)
     assert state.train_env_steps >= 32
     agent = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "PPO-RND_MontezumaRevenge_0.ckpt"),
+        str(tmp_path / "checkpoints" / "PPO-RND_MontezumaRevenge" / "PPO-RND_MontezumaRevenge_0.ckpt"),
         "PPO-RND",
         "MontezumaRevengeNoFrameskip-v4",
     )["agent"]

@@ -49,7 +49,9 @@ def test_network_outputs_n_quantiles_per_action_and_their_mean():
 def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
     state = train.main(tiny_classic_config(tmp_path))
     for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"QR-DQN_CartPole-v1_{iteration}.ckpt")
+        assert os.path.isfile(
+            tmp_path / "checkpoints" / "QR-DQN_CartPole-v1" / f"QR-DQN_CartPole-v1_{iteration}.ckpt"
+        )
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
     assert all(float(r["learner_loss"]) >= 0 for r in rows)
@@ -79,7 +81,7 @@ def test_run_atari_smoke_stores_each_frame_once(tmp_path):
     assert agents.train_agent._writer.frame_store is not None
     state = train.main(config)
     assert state.train_env_steps == 60
-    assert os.path.isfile(tmp_path / "checkpoints" / "QR-DQN_Pong_0.ckpt")
+    assert os.path.isfile(tmp_path / "checkpoints" / "QR-DQN_Pong" / "QR-DQN_Pong_0.ckpt")
 
 
 @pytest.mark.smoke
@@ -88,7 +90,9 @@ def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path, capsys):
     returns = eval_agent.main(
         EvalConfig(
             num_episodes=2,
-            load_checkpoint_file=str(tmp_path / "checkpoints" / "QR-DQN_CartPole-v1_0.ckpt"),
+            load_checkpoint_file=str(
+                tmp_path / "checkpoints" / "QR-DQN_CartPole-v1" / "QR-DQN_CartPole-v1_0.ckpt"
+            ),
             recording_video_dir=str(tmp_path / "recordings"),
         )
     )
@@ -102,7 +106,9 @@ def test_resume_continues_counters_where_the_run_stopped(tmp_path):
     resumed = train.main(tiny_classic_config(tmp_path, num_iterations=2, resume=True))
     assert resumed.run_dir == first.run_dir and resumed.train_env_steps == 600
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "QR-DQN_CartPole-v1_1.ckpt"), "QR-DQN", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "QR-DQN_CartPole-v1" / "QR-DQN_CartPole-v1_1.ckpt"),
+        "QR-DQN",
+        "CartPole-v1",
     )
     assert saved["agent"]["env_steps"] == 600
 

@@ -123,7 +123,9 @@ def test_a_nan_loss_stops_the_run_naming_the_step():
 def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
     state = train.main(tiny_classic_config(tmp_path))
     for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"REINFORCE_CartPole-v1_{iteration}.ckpt")
+        assert os.path.isfile(
+            tmp_path / "checkpoints" / "REINFORCE_CartPole-v1" / f"REINFORCE_CartPole-v1_{iteration}.ckpt"
+        )
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
     assert int(rows[-1]["learner_learner_steps"]) >= 1  # learnt at the end of each episode
@@ -147,7 +149,9 @@ def test_run_atari_smoke(tmp_path):
     state = train.main(config)
     assert state.train_env_steps == 50
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "REINFORCE_Pong_0.ckpt"), "REINFORCE", "PongNoFrameskip-v4"
+        str(tmp_path / "checkpoints" / "REINFORCE_Pong" / "REINFORCE_Pong_0.ckpt"),
+        "REINFORCE",
+        "PongNoFrameskip-v4",
     )
     assert saved["agent"]["learner_steps"] >= 1  # a 30-step episode ended and was learnt from
 
@@ -157,7 +161,9 @@ def test_eval_agent_plays_a_checkpoint_greedily_and_records_a_video(tmp_path, ca
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
     config = eval_agent.ReinforceEvalConfig(
         num_episodes=2,
-        load_checkpoint_file=str(tmp_path / "checkpoints" / "REINFORCE_CartPole-v1_0.ckpt"),
+        load_checkpoint_file=str(
+            tmp_path / "checkpoints" / "REINFORCE_CartPole-v1" / "REINFORCE_CartPole-v1_0.ckpt"
+        ),
         recording_video_dir=str(tmp_path / "recordings"),
     )
     returns = eval_agent.main(config)
@@ -172,12 +178,16 @@ def test_eval_agent_plays_a_checkpoint_greedily_and_records_a_video(tmp_path, ca
 def test_resume_continues_counters_and_optimizer(tmp_path):
     first = train.main(tiny_classic_config(tmp_path, num_iterations=2))
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "REINFORCE_CartPole-v1_1.ckpt"), "REINFORCE", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "REINFORCE_CartPole-v1" / "REINFORCE_CartPole-v1_1.ckpt"),
+        "REINFORCE",
+        "CartPole-v1",
     )
     resumed = train.main(tiny_classic_config(tmp_path, num_iterations=3, resume=True))
     assert resumed.run_dir == first.run_dir and resumed.train_env_steps == 900
     final = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "REINFORCE_CartPole-v1_2.ckpt"), "REINFORCE", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "REINFORCE_CartPole-v1" / "REINFORCE_CartPole-v1_2.ckpt"),
+        "REINFORCE",
+        "CartPole-v1",
     )
     assert final["agent"]["env_steps"] == saved["agent"]["env_steps"] + 300
     assert final["agent"]["learner_steps"] > saved["agent"]["learner_steps"]

@@ -116,7 +116,12 @@ def test_a_nan_loss_stops_the_run_naming_the_step():
 def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(tmp_path):
     state = train.main(tiny_classic_config(tmp_path))
     for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"REINFORCE-baseline_CartPole-v1_{iteration}.ckpt")
+        assert os.path.isfile(
+            tmp_path
+            / "checkpoints"
+            / "REINFORCE-baseline_CartPole-v1"
+            / f"REINFORCE-baseline_CartPole-v1_{iteration}.ckpt"
+        )
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
     assert float(rows[-1]["learner_value_loss"]) >= 0
@@ -139,7 +144,7 @@ def test_run_atari_smoke(tmp_path):
     )
     assert train.main(config).train_env_steps == 50
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "REINFORCE-baseline_Pong_0.ckpt"),
+        str(tmp_path / "checkpoints" / "REINFORCE-baseline_Pong" / "REINFORCE-baseline_Pong_0.ckpt"),
         "REINFORCE-baseline",
         "PongNoFrameskip-v4",
     )
@@ -152,7 +157,12 @@ def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path):
     returns = eval_agent.main(
         eval_agent.ReinforceBaselineEvalConfig(
             num_episodes=2,
-            load_checkpoint_file=str(tmp_path / "checkpoints" / "REINFORCE-baseline_CartPole-v1_0.ckpt"),
+            load_checkpoint_file=str(
+                tmp_path
+                / "checkpoints"
+                / "REINFORCE-baseline_CartPole-v1"
+                / "REINFORCE-baseline_CartPole-v1_0.ckpt"
+            ),
             recording_video_dir=str(tmp_path / "recordings"),
         )
     )
@@ -166,7 +176,12 @@ def test_resume_continues_counters(tmp_path):
     resumed = train.main(tiny_classic_config(tmp_path, num_iterations=3, resume=True))
     assert resumed.train_env_steps == 900
     final = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "REINFORCE-baseline_CartPole-v1_2.ckpt"),
+        str(
+            tmp_path
+            / "checkpoints"
+            / "REINFORCE-baseline_CartPole-v1"
+            / "REINFORCE-baseline_CartPole-v1_2.ckpt"
+        ),
         "REINFORCE-baseline",
         "CartPole-v1",
     )

@@ -63,7 +63,12 @@ def read_csv(path) -> list[dict]:
 def test_run_classic_writes_a_checkpoint_and_a_csv_row_per_iteration(package, tmp_path):
     state = package.train.main(tiny_classic_config(package, tmp_path))
     for iteration in (0, 1):
-        assert os.path.isfile(tmp_path / "checkpoints" / f"{package.name}_CartPole-v1_{iteration}.ckpt")
+        assert os.path.isfile(
+            tmp_path
+            / "checkpoints"
+            / f"{package.name}_CartPole-v1"
+            / f"{package.name}_CartPole-v1_{iteration}.ckpt"
+        )
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     assert [int(r["train_env_steps"]) for r in rows] == [300, 600]
     assert float(rows[-1]["learner_learner_steps"]) > 0  # it learned, not only acted
@@ -92,7 +97,7 @@ def test_run_atari_smoke_stores_each_frame_once(package, tmp_path):
     assert agent._writer.frame_store is not None
     state = package.train.main(config)
     assert state.train_env_steps == 80
-    assert os.path.isfile(tmp_path / "checkpoints" / f"{package.name}_Pong_0.ckpt")
+    assert os.path.isfile(tmp_path / "checkpoints" / f"{package.name}_Pong" / f"{package.name}_Pong_0.ckpt")
 
 
 @pytest.mark.smoke
@@ -116,12 +121,16 @@ def test_resume_continues_where_the_run_stopped(package, tmp_path):
     name = package.name
     first = package.train.main(tiny_classic_config(package, tmp_path, num_iterations=2))
     saved = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"{name}_CartPole-v1_1.ckpt"), name, "CartPole-v1"
+        str(tmp_path / "checkpoints" / f"{name}_CartPole-v1" / f"{name}_CartPole-v1_1.ckpt"),
+        name,
+        "CartPole-v1",
     )
     resumed = package.train.main(tiny_classic_config(package, tmp_path, num_iterations=3, resume=True))
     assert resumed.run_dir == first.run_dir and resumed.train_env_steps == 900
     final = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"{name}_CartPole-v1_2.ckpt"), name, "CartPole-v1"
+        str(tmp_path / "checkpoints" / f"{name}_CartPole-v1" / f"{name}_CartPole-v1_2.ckpt"),
+        name,
+        "CartPole-v1",
     )
     assert final["agent"]["env_steps"] == saved["agent"]["env_steps"] + 300
     assert final["agent"]["learner_steps"] > saved["agent"]["learner_steps"]

@@ -224,13 +224,13 @@ def test_continuous_env_is_a_config_error(tmp_path):
 def test_run_classic_resume_then_eval_agent(tmp_path):
     state = train.main(_config(tmp_path, num_iterations=1))
     first = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "SAC_CartPole-v1_0.ckpt"), "SAC", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "SAC_CartPole-v1" / "SAC_CartPole-v1_0.ckpt"), "SAC", "CartPole-v1"
     )
     assert first["agent"]["learner_steps"] > 0
     resumed = train.main(_config(tmp_path, num_iterations=2, resume=True))
     assert resumed.next_iteration == 2 and resumed.train_env_steps > state.train_env_steps
     later = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "SAC_CartPole-v1_1.ckpt"), "SAC", "CartPole-v1"
+        str(tmp_path / "checkpoints" / "SAC_CartPole-v1" / "SAC_CartPole-v1_1.ckpt"), "SAC", "CartPole-v1"
     )
     assert later["agent"]["env_steps"] > first["agent"]["env_steps"]  # counted on, not restarted
     returns = eval_agent.main(
@@ -269,7 +269,7 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
     state = train.main(config)
     assert state.train_env_steps >= 40
     payload = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "SAC_Pong_0.ckpt"), "SAC", "PongNoFrameskip-v4"
+        str(tmp_path / "checkpoints" / "SAC_Pong" / "SAC_Pong_0.ckpt"), "SAC", "PongNoFrameskip-v4"
     )
     assert payload["agent"]["learner_steps"] > 0
 
