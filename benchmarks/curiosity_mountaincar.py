@@ -53,11 +53,14 @@ def read_curve(path: str) -> tuple[list[int], list[float]]:
 
 def summary(path: str) -> str:
     steps, returns = read_curve(path)
+    with open(path) as f:
+        train = [float(r["train_mean_episode_return"]) for r in csv.DictReader(f)]
     first = next((s for s, r in zip(steps, returns, strict=True) if r >= TARGET), None)
-    reached = f"{first / 1000:.0f}k" if first is not None else f"not within {steps[-1] / 1000:.0f}k"
+    reached = f"at {first / 1000:.0f}k" if first is not None else f"not within {steps[-1] / 1000:.0f}k"
     return (
-        f"{os.path.basename(path)}: first eval >= {TARGET:.0f} at {reached}; best {max(returns):.1f}, "
-        f"last {returns[-1]:.1f} ({steps[-1]} env steps)"
+        f"{os.path.basename(path)}: first greedy mean >= {TARGET:.0f} {reached}; greedy best {max(returns):.1f}, "
+        f"last {returns[-1]:.1f}; training episodes' mean return per iteration best {max(train):.1f} "
+        f"({steps[-1]} env steps)"
     )
 
 
