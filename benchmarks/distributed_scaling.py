@@ -7,6 +7,10 @@ only consumes: it takes every unroll and publishes the same parameters again (so
 parameters is as short as it can be and the figure measures collection, not learning).
 
     python benchmarks/distributed_scaling.py --num_actors=1,2 --seconds=30
+    unshare -n sh -c 'ip link set lo up; python benchmarks/distributed_scaling.py --backends=local,ray'
+
+The second line measures the Ray backend beside the local one in one run (Ray's overhead as a ratio),
+in a network namespace with only loopback, so the local Ray instance sends nothing off the machine.
 
 For each actor count: start the pool, wait until every actor has delivered one unroll (start-up and
 imports excluded), then count env steps delivered during `--seconds`. Target (issue 5): 2 actors
@@ -26,6 +30,7 @@ from deep_rl_zoo import gym_env, run_support
 from deep_rl_zoo.ppo import train
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.runtime.local import LocalActorRuntime
+from deep_rl_zoo.runtime.ray_backend import RayActorRuntime
 
 UNROLL_LENGTH = 128
 
@@ -39,18 +44,26 @@ def build_actor(
     return env, actor, network
 
 
-def measure(num_actors: int, seconds: float, actors_on_gpu: bool = False) -> float:
+def measure(num_actors: int, seconds: float, actors_on_gpu: bool = False, backend: str = "local") -> float:
     config = train.PpoConfig(environment_name="Pong", num_actors=num_actors, unroll_length=UNROLL_LENGTH,
                              minibatch_size=64, shared_torso=True)  # fmt: skip
     env = gym_env.create_atari_environment(config.environment_name, seed=0)
     network = train.build_network(config, env)
     env.close()
-    pool = LocalActorRuntime(
-        network,
-        functools.partial(build_actor, config),
-        seeds=list(range(num_actors)),
-        devices=run_support.actor_devices(num_actors, actors_on_gpu),
-    )
+    if backend == "ray":
+        pool = RayActorRuntime(
+            network,
+            functools.partial(build_actor, config),
+            list(range(num_actors)),
+            actors_on_gpu=actors_on_gpu,
+        )
+    else:
+        pool = LocalActorRuntime(
+            network,
+            functools.partial(build_actor, config),
+            seeds=list(range(num_actors)),
+            devices=run_support.actor_devices(num_actors, actors_on_gpu),
+        )
     with pool:
         warmed_up: set[int] = set()
         while len(warmed_up) < num_actors:  # every actor has started and sent once
@@ -72,16 +85,30 @@ def main() -> int:
         action="store_true",
         help="Actor i on GPU i mod (visible GPUs), as the run scripts.",
     )
+    parser.add_argument(
+        "--backends",
+        default="local",
+        help="Comma-separated: local, ray (a local Ray instance; run inside `unshare -n` to keep it on "
+        "loopback). With both, Ray's figure is also given as a ratio to the local one.",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     counts = [int(x) for x in args.num_actors.split(",")]
-    rates = {}
-    for count in counts:
-        rates[count] = measure(count, args.seconds, args.actors_on_gpu)
-        print(
-            f"{count} actor(s): {rates[count]:.0f} env steps/s ({rates[count] / rates[counts[0]]:.2f}x)",
-            flush=True,
-        )
+    backends = args.backends.split(",")
+    results: dict[tuple[str, int], float] = {}
+    for backend in backends:
+        for count in counts:
+            results[backend, count] = measure(count, args.seconds, args.actors_on_gpu, backend)
+            rate = results[backend, count]
+            versus_local = ""
+            if backend != "local" and ("local", count) in results:
+                versus_local = f", {rate / results['local', count]:.2f}x the local backend"
+            print(
+                f"{backend} backend, {count} actor(s): {rate:.0f} env steps/s "
+                f"({rate / results[backend, counts[0]]:.2f}x{versus_local})",
+                flush=True,
+            )
+    rates = {count: results[backends[0], count] for count in counts}
     if 1 in rates and 2 in rates:
         speedup = rates[2] / rates[1]
         print(f"2 actors / 1 actor = {speedup:.2f}; target >= 1.70: {'PASS' if speedup >= 1.7 else 'FAIL'}")

@@ -81,5 +81,5 @@ for row in csv.DictReader(open(sys.argv[1])):
     print(row["train_env_steps"], "train return", row["train_mean_episode_return"], "eval", row["eval_mean_episode_return"],
           "intrinsic reward", row.get("learner_intrinsic_reward_mean"), "raw", row.get("learner_intrinsic_reward_raw_mean"))
 PY
-  echo "screenshots: $OUT_DIR/screenshots (the last screen of every 50th game of each actor)"
+  echo "screenshots: $OUT_DIR/runs/PPO-RND_MontezumaRevenge*/screenshots (the last screen of every 50th game of each actor)"
 fi

@@ -7,6 +7,7 @@ calls `main(config)`. Tests build the dataclass directly and call `main` without
 
 import dataclasses
 import sys
+import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -137,6 +138,10 @@ class EvalConfig:
 
 def _flag_definer(flags_module, annotation):
     origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation):
+        # `bool | None`: unset (None) means "decide for me"; --flag / --noflag say True / False.
+        (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        origin = typing.get_origin(annotation)
     if annotation is bool:
         return flags_module.DEFINE_boolean
     if annotation is int:
@@ -148,6 +153,16 @@ def _flag_definer(flags_module, annotation):
     if origin is tuple:
         return flags_module.DEFINE_list
     raise TypeError(f"no flag type for {annotation}")
+
+
+def _check_script_fits_environment(config: Any) -> None:
+    """A script started with `python -m` checks that its environment is one it is for (see run_support)."""
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if main_spec is None or not hasattr(config, "environment_name"):
+        return
+    from deep_rl_zoo import run_support  # lazily: it imports torch and gymnasium
+
+    run_support.check_script_fits_environment(main_spec.name, config.environment_name)
 
 
 def run_script(
@@ -193,7 +208,9 @@ def run_script(
                         f"--{name} must be a comma-separated list of {element.__name__}"
                     ) from None
             values[name] = value
-        main(config_cls(**values))  # absl would print a returned value and exit 1
+        config = config_cls(**values)
+        _check_script_fits_environment(config)
+        main(config)  # absl would print a returned value and exit 1
 
     app.run(_main, argv=argv)
 

@@ -35,7 +35,9 @@ Seeding: the factories seed `env.action_space`; the caller must pass the same se
 """
 
 import difflib
+import os
 import sys
+import warnings
 from typing import Any, SupportsFloat
 
 import ale_py
@@ -53,6 +55,9 @@ from gymnasium.wrappers import (
 from deep_rl_zoo import errors
 
 gym.register_envs(ale_py)
+# The emulator prints its banner ("A.L.E: Arcade Learning Environment ...") on every ALE it creates: once
+# per actor, into the progress bar. Warnings and errors still show.
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
 
 _ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
 _SHORT_ATARI_SUFFIX = "NoFrameskip-v4"
@@ -117,7 +122,8 @@ def resolve_environment_name(name: str) -> str:
     * Short Atari names (case-insensitive) become the no-frameskip v4 id: `Pong` -> `PongNoFrameskip-v4`.
     * Ids gymnasium dropped for a bug-fixed version are mapped with a one-line note on stderr:
       `LunarLander-v2` -> `LunarLander-v3` (likewise LunarLanderContinuous, BipedalWalker[Hardcore],
-      CarRacing).
+      CarRacing). Only this function notes it: the factories and `is_atari` resolve silently, so a run
+      script (which calls it once) prints the note once.
 
     Args:
       name: an environment name as typed by the user.
@@ -157,6 +163,7 @@ def create_classic_environment(
     max_episode_steps: int = 0,
     render_mode: str | None = None,
     video_dir: str | None = None,
+    video_name: str | None = None,
 ) -> gym.Env:
     """Creates a non-Atari gymnasium environment (classic control, Box2D, ...) with episode statistics.
 
@@ -167,6 +174,7 @@ def create_classic_environment(
       max_episode_steps: if > 0, replaces the registered time limit (env steps); 0 keeps it.
       render_mode: gymnasium render mode, e.g. `"rgb_array"` or `"human"`; None renders nothing.
       video_dir: if set, the first episode is recorded to an mp4 in this directory.
+      video_name: the mp4's name without extension (default: the environment id); see `unique_video_name`.
 
     Returns:
       The environment, wrapped in `RecordEpisodeStatistics` (outermost).
@@ -175,16 +183,19 @@ def create_classic_environment(
       errors.ConfigError: unknown name, an Atari name (use `create_atari_environment`), or a
         missing dependency.
     """
-    environment_id = resolve_environment_name(environment_name)
+    environment_id = _resolve(environment_name, note_renames=False)  # the run script noted any rename
     if is_atari(environment_id):
         raise errors.ConfigError(
             f"{environment_id} is an Atari game; use a run_atari script (create_atari_environment) for it"
         )
-    kwargs: dict[str, Any] = {"render_mode": _render_mode_for_video(render_mode, video_dir)}
+    render_mode = _render_mode_for_video(render_mode, video_dir)
+    if render_mode == "rgb_array":
+        _render_without_a_display()
+    kwargs: dict[str, Any] = {"render_mode": render_mode}
     if max_episode_steps > 0:
         kwargs["max_episode_steps"] = max_episode_steps
     env = _make(environment_id, **kwargs)
-    env = _record_first_episode(env, video_dir, environment_id)
+    env = _record_first_episode(env, video_dir, video_name or environment_id)
     env = RecordEpisodeStatistics(env)
     env.action_space.seed(seed)
     return env
@@ -201,16 +212,49 @@ def _render_mode_for_video(render_mode: str | None, video_dir: str | None) -> st
     return "rgb_array"
 
 
-def _record_first_episode(env: gym.Env, video_dir: str | None, environment_id: str) -> gym.Env:
+def _render_without_a_display() -> None:
+    """Lets pygame (classic control, Box2D) draw rgb_array frames without a window or a sound card.
+
+    Their `render()` calls `pygame.init()`, which opens SDL's video and audio drivers although an
+    rgb_array frame needs neither, and on a machine without a desktop session SDL prints
+    `error: XDG_RUNTIME_DIR is invalid or not set` (and ALSA a page of errors) though nothing failed.
+    SDL's dummy drivers draw the same frames. A user's own SDL_VIDEODRIVER / SDL_AUDIODRIVER wins.
+    """
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
+_VIDEO_SUFFIX = "-episode-0.mp4"  # what RecordVideo appends to its name prefix for the first episode
+
+
+def unique_video_name(video_dir: str, name: str) -> str:
+    """`name`, or `name-2`, `name-3`... so that the first episode's mp4 replaces no existing video."""
+    name = name.replace("/", "-")
+    candidate, index = name, 2
+    while os.path.exists(os.path.join(video_dir, candidate + _VIDEO_SUFFIX)):
+        candidate, index = f"{name}-{index}", index + 1
+    return candidate
+
+
+def video_path(video_dir: str, video_name: str) -> str:
+    """Where the first episode's mp4 is written for `video_name`."""
+    return os.path.join(video_dir, video_name.replace("/", "-") + _VIDEO_SUFFIX)
+
+
+def _record_first_episode(env: gym.Env, video_dir: str | None, video_name: str) -> gym.Env:
     """Wraps `env` in gymnasium's RecordVideo for its first episode, if `video_dir` is set."""
     if video_dir is None:
         return env
-    return RecordVideo(
-        env,
-        video_folder=video_dir,
-        episode_trigger=lambda episode_id: episode_id == 0,
-        name_prefix=environment_id.replace("/", "_"),
-    )
+    with warnings.catch_warnings():
+        # RecordVideo warns about "overwriting" whenever the folder exists; the caller picks a name that
+        # overwrites nothing (`unique_video_name`).
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return RecordVideo(
+            env,
+            video_folder=video_dir,
+            episode_trigger=lambda episode_id: episode_id == 0,
+            name_prefix=video_name.replace("/", "-"),
+        )
 
 
 def _fire_action_needed(env: gym.Env) -> bool:
@@ -319,6 +363,7 @@ def create_atari_environment(
     sticky_action_probability: float = 0.0,
     render_mode: str | None = None,
     video_dir: str | None = None,
+    video_name: str | None = None,
 ) -> gym.Env:
     """Creates an Atari game with the Nature-DQN preprocessing (see the module docstring for the order).
 
@@ -346,6 +391,7 @@ def create_atari_environment(
       video_dir: if set, the first game is recorded at full resolution to an mp4 in this directory
         (written when the second game starts or the env is closed); needs `render_mode` None or
         `"rgb_array"`.
+      video_name: the mp4's name without extension (default: the environment id).
 
     Returns:
       The wrapped environment: observations `uint8 [frame_stack, frame_height, frame_width]`.
@@ -353,7 +399,7 @@ def create_atari_environment(
     Raises:
       errors.ConfigError: unknown or non-Atari name, bad sizes, or an incompatible render mode.
     """
-    environment_id = resolve_environment_name(environment_name)
+    environment_id = _resolve(environment_name, note_renames=False)  # the run script noted any rename
     if not is_atari(environment_id):
         raise errors.ConfigError(
             f"{environment_id} is not an Atari game; use a run_classic script (create_classic_environment)"
@@ -378,7 +424,7 @@ def create_atari_environment(
         full_action_space=False,
         render_mode=render_mode,
     )
-    env = _record_first_episode(env, video_dir, environment_id)
+    env = _record_first_episode(env, video_dir, video_name or environment_id)
     env = AtariPreprocessing(
         env,
         noop_max=noop_max,
@@ -437,7 +483,8 @@ def check_discrete_action_space(env: gym.Env, agent_name: str) -> None:
     """
     if not isinstance(env.action_space, gym.spaces.Discrete):
         raise errors.ConfigError(
-            f"{agent_name} needs a discrete action space; {_env_id(env)} has {env.action_space}"
+            f"{agent_name} needs a discrete action space; {_env_id(env)} has {env.action_space} (for "
+            "continuous actions: python -m deep_rl_zoo.ppo.run_continuous)"
         )
 
 

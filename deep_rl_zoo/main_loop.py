@@ -23,6 +23,8 @@ from deep_rl_zoo import trackers
 from deep_rl_zoo.types_ import Agent, TimeStep
 
 LEARNER_LOG_INTERVAL = 1000  # env steps between two writes of the agent's (or learner's) statistics
+# Whole evaluation episodes a "solved" verdict needs (fewer when the evaluation budget holds fewer).
+SOLVED_MIN_EPISODES = 10
 
 
 def run_env_loop(env: gym.Env, agent: Agent, seed: int | None = None) -> Iterator[tuple[TimeStep, object]]:
@@ -76,6 +78,25 @@ def run_env_steps(
             return
 
 
+class WarmUpNotice:
+    """Says once on the console when a replay agent takes its first gradient step after its warm-up.
+
+    Replay agents report `replay_size` and `learner_steps` in their statistics; for other agents (or a
+    resumed run that already learns) there is nothing to announce and `pending` is False from the start.
+    """
+
+    def __init__(self, statistics: Mapping[str, float]):
+        self.pending = "replay_size" in statistics and statistics.get("learner_steps", 0) == 0
+
+    def check(self, statistics: Mapping[str, float], env_step: int) -> None:
+        if statistics.get("learner_steps", 0) > 0:
+            self.pending = False
+            tqdm.write(
+                f"learning starts at env step {env_step:,}: the replay warm-up is over "
+                f"({int(statistics['replay_size']):,} transitions stored)"
+            )
+
+
 @dataclasses.dataclass
 class LoopState:
     """Where a run stands between iterations; saved in every checkpoint for `--resume`."""
@@ -109,22 +130,27 @@ def run_single_thread_training_iterations(
     save_checkpoint: Callable[[int, LoopState], str],
     loop_state: LoopState,
     solved_return: float | None = None,
+    solved_min_episodes: int = SOLVED_MIN_EPISODES,
     show_progress: bool = True,
 ) -> LoopState:
     """Trains and evaluates for the iterations left in `loop_state`; returns the final state.
 
     Args:
-      solved_return: stop after the first iteration whose greedy evaluation mean reaches it.
+      solved_return: stop after the first iteration whose greedy evaluation mean reaches it, over at
+        least `solved_min_episodes` whole episodes.
     """
     # A resumed run re-seeds its environments differently, so it does not replay the same episodes.
     train_loop = run_env_loop(train_env, train_agent, seed=seed + 1000 * loop_state.next_iteration)
     train_stats, eval_stats = trackers.PhaseStats(), trackers.PhaseStats()
     train_episode_count = 0
+    warm_up = WarmUpNotice(train_agent.statistics)
 
     def on_train_step(timestep: TimeStep, episode: dict | None) -> None:
         nonlocal train_episode_count
         loop_state.train_env_steps += 1
         step = loop_state.train_env_steps
+        if warm_up.pending:
+            warm_up.check(train_agent.statistics, step)
         if episode is not None:
             train_episode_count += 1
             logger.scalars("train", episode, step)
@@ -168,6 +194,7 @@ def run_single_thread_training_iterations(
             save_checkpoint=save_checkpoint,
             loop_state=loop_state,
             solved_return=solved_return,
+            solved_min_episodes=solved_min_episodes,
         )
         if solved:
             break
@@ -198,9 +225,11 @@ def run_evaluation_phase(
         run_env_steps(num_eval_steps, eval_loop, eval_stats, progress=bar)
     eval_loop.close()
     eval_summary = eval_stats.summary()
-    if eval_summary["num_episodes"] == 0:
-        # Not one whole episode fitted in the evaluation budget: report the partial return.
-        eval_summary["mean_episode_return"] = eval_stats.current_return
+    if eval_summary["num_episodes"] == 0 and eval_stats.num_steps > 0:
+        # Not one whole episode fitted in the budget. The mean stays NaN (there is none); the partial
+        # episode is reported as what it is, never as a mean over episodes.
+        eval_summary["unfinished_episode_return"] = eval_stats.current_return
+        eval_summary["unfinished_episode_length"] = eval_stats.current_length
     return eval_summary
 
 
@@ -216,10 +245,12 @@ def finish_iteration(
     save_checkpoint: Callable[[int, "LoopState"], str],
     loop_state: "LoopState",
     solved_return: float | None,
+    solved_min_episodes: int = SOLVED_MIN_EPISODES,
 ) -> bool:
     """What ends every iteration: TensorBoard, a CSV row, a checkpoint and a console line.
 
-    Returns whether the evaluation mean reached `solved_return` (the run then stops).
+    Returns whether the run is solved (it then stops): the greedy evaluation's mean over at least
+    `solved_min_episodes` whole episodes reached `solved_return`. An unfinished episode never counts.
     """
     step = loop_state.train_env_steps
     logger.scalars("train", {"steps_per_second": train_steps_per_second}, step)
@@ -239,24 +270,52 @@ def finish_iteration(
     logger.flush()
 
     loop_state.next_iteration = iteration + 1
-    if eval_summary["num_episodes"] > 0 and eval_summary["mean_episode_return"] > loop_state.best_eval_return:
-        loop_state.best_eval_return = float(eval_summary["mean_episode_return"])
+    eval_mean, eval_episodes = eval_summary["mean_episode_return"], int(eval_summary["num_episodes"])
+    if eval_episodes > 0 and eval_mean > loop_state.best_eval_return:
+        loop_state.best_eval_return = float(eval_mean)
         loop_state.best_iteration = iteration
-    solved = solved_return is not None and eval_summary["mean_episode_return"] >= solved_return
+    reached = solved_return is not None and eval_episodes > 0 and eval_mean >= solved_return
+    solved = reached and eval_episodes >= solved_min_episodes
     loop_state.solved = bool(solved)
     path = save_checkpoint(iteration, loop_state)
     tqdm.write(
-        f"iteration {iteration}: env steps {step}, train return {_fmt(train_mean_return)}"
-        f" ({train_steps_per_second:.0f} steps/s), eval return "
-        f"{_fmt(eval_summary['mean_episode_return'])} over {eval_summary['num_episodes']} episodes, saved {path}"
+        f"iteration {iteration}: env steps {step:,}, {_describe_training(train_mean_return, train_num_episodes)}"
+        f" ({train_steps_per_second:.0f} steps/s), {_describe_evaluation(eval_summary)}, saved {path}"
     )
     if solved:
-        tqdm.write(f"solved: evaluation mean {eval_summary['mean_episode_return']:.1f} >= {solved_return}")
+        tqdm.write(
+            f"solved: evaluation mean {eval_mean:.1f} >= {solved_return} over {_episodes_text(eval_episodes)}"
+        )
+    elif reached:
+        tqdm.write(
+            f"not solved yet: the evaluation mean {eval_mean:.1f} reached {solved_return}, but over "
+            f"{_episodes_text(eval_episodes, 'whole ')}; solved needs at least {solved_min_episodes}"
+        )
     return bool(solved)
 
 
-def _fmt(x: float) -> str:
-    return "-" if isinstance(x, float) and math.isnan(x) else f"{x:.1f}"
+def _describe_training(mean_return: float, num_episodes: int) -> str:
+    if num_episodes == 0:
+        return "train: no episode finished"
+    return f"train return {mean_return:.1f} over {_episodes_text(num_episodes)}"
+
+
+def _describe_evaluation(eval_summary: Mapping[str, float]) -> str:
+    """`eval return 46.2 over 6 episodes`, or what the unfinished episode reached (never a mean of 0)."""
+    num_episodes = int(eval_summary["num_episodes"])
+    if num_episodes > 0:
+        return f"eval return {eval_summary['mean_episode_return']:.1f} over {_episodes_text(num_episodes)}"
+    if "unfinished_episode_return" in eval_summary:
+        return (
+            f"eval: no episode finished in {int(eval_summary['num_steps']):,} steps (the unfinished one had "
+            f"return {eval_summary['unfinished_episode_return']:.1f} after "
+            f"{int(eval_summary['unfinished_episode_length']):,} steps)"
+        )
+    return "no evaluation (--num_eval_steps=0)"
+
+
+def _episodes_text(count: int, adjective: str = "") -> str:
+    return f"{count} {adjective}episode{'' if count == 1 else 's'}"
 
 
 def evaluate_episodes(env: gym.Env, agent: Agent, num_episodes: int, seed: int) -> list[float]:

@@ -6,6 +6,7 @@ An algorithm's `train.py` supplies only a function that builds its agents from t
 
 import dataclasses
 import functools
+import importlib.util
 import os
 import random
 import sys
@@ -19,9 +20,10 @@ import torch
 from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers
 from deep_rl_zoo.config import EvalConfig, RunConfig, field
 from deep_rl_zoo.errors import ConfigError, require
-from deep_rl_zoo.runtime.interface import DistributedLearner, LearnerLink
+from deep_rl_zoo.runtime.interface import ActorRuntime, DistributedLearner, LearnerLink
 from deep_rl_zoo.runtime.local import LocalActorRuntime
 from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
+from deep_rl_zoo.runtime.ray_backend import RayActorRuntime, import_ray
 from deep_rl_zoo.types_ import Agent
 
 
@@ -66,18 +68,27 @@ def make_environment(
     train: bool,
     render_mode: str | None = None,
     video_dir: str | None = None,
+    video_name: str | None = None,
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
 ) -> gym.Env:
     """The training env (life loss terminal and reward clipping on Atari, if set) or an evaluation env.
 
     `wrap_env` adds an agent's own outermost wrapper (e.g. DRQN's obscured observations).
     """
-    env = _make_base_environment(config, seed, train=train, render_mode=render_mode, video_dir=video_dir)
+    env = _make_base_environment(
+        config, seed, train=train, render_mode=render_mode, video_dir=video_dir, video_name=video_name
+    )
     return wrap_env(env) if wrap_env is not None else env
 
 
 def _make_base_environment(
-    config: RunConfig | EvalConfig, seed: int, *, train: bool, render_mode: str | None, video_dir: str | None
+    config: RunConfig | EvalConfig,
+    seed: int,
+    *,
+    train: bool,
+    render_mode: str | None,
+    video_dir: str | None,
+    video_name: str | None,
 ) -> gym.Env:
     if gym_env.is_atari(config.environment_name):
         return gym_env.create_atari_environment(
@@ -94,6 +105,7 @@ def _make_base_environment(
             sticky_action_probability=config.sticky_action_probability,
             render_mode=render_mode,
             video_dir=video_dir,
+            video_name=video_name,
         )
     return gym_env.create_classic_environment(
         config.environment_name,
@@ -101,7 +113,47 @@ def _make_base_environment(
         max_episode_steps=config.max_episode_steps,
         render_mode=render_mode,
         video_dir=video_dir,
+        video_name=video_name,
     )
+
+
+def check_script_fits_environment(script: str, environment_name: str) -> None:
+    """Raises a one-line ConfigError naming the right script when `script` is not for this environment.
+
+    An Atari game given to a classic-control script points at the package's `run_atari`, another game
+    given to `run_atari` at `run_classic`; a continuous-action task given to `run_classic` of a package
+    that has a `run_continuous` (PPO) points there, and a discrete one given to `run_continuous` back.
+
+    Args:
+      script: the running module, e.g. `deep_rl_zoo.ppo.run_classic`; other modules (eval_agent, tests)
+        are not checked.
+      environment_name: as the user typed it.
+    """
+    package, _, kind = script.rpartition(".")
+    if not package.startswith("deep_rl_zoo.") or not kind.startswith("run_"):
+        return
+    atari = gym_env.is_atari(environment_name)  # an unknown name raises its own one-line error
+
+    def refuse(reason: str, target_kind: str) -> None:
+        target = f"{package}.{target_kind}"
+        if importlib.util.find_spec(target) is None:
+            raise ConfigError(f"{environment_name} {reason}, and {package} has no {target_kind} script")
+        raise ConfigError(
+            f"{environment_name} {reason}: use python -m {target} --environment_name={environment_name}"
+        )
+
+    if atari and "atari" not in kind:
+        refuse("is an Atari game", kind.replace("classic", "atari") if "classic" in kind else "run_atari")
+    if not atari and "atari" in kind:
+        refuse("is not an Atari game", kind.replace("atari", "classic"))
+    if kind in ("run_classic", "run_continuous") and importlib.util.find_spec(f"{package}.run_continuous"):
+        probe = gym_env.create_classic_environment(environment_name, seed=0)
+        continuous = isinstance(probe.action_space, gym.spaces.Box)
+        probe.close()
+        if continuous and kind == "run_classic":
+            refuse("has continuous actions", "run_continuous")
+        if not continuous and kind == "run_continuous":
+            refuse("has discrete actions", "run_classic")
 
 
 def check_action_space(env: gym.Env, agent_name: str, action_space: str) -> None:
@@ -146,6 +198,7 @@ def train(
     logger, checkpoint_folder = open_run(config, agent_name, loop_state, resume)
     save = checkpoint_saver(config, agent_name, environment_id, agents.train_agent, checkpoint_folder)
     solved_return = solved_return_of(config, train_env)
+    solved_min_episodes = solved_min_episodes_of(config, eval_env)
     try:
         return main_loop.run_single_thread_training_iterations(
             num_iterations=config.num_iterations,
@@ -160,6 +213,7 @@ def train(
             save_checkpoint=save,
             loop_state=loop_state,
             solved_return=solved_return,
+            solved_min_episodes=solved_min_episodes,
             show_progress=config.show_progress,
         )
     finally:
@@ -226,7 +280,7 @@ def open_run(
         )
         loop_state.run_dir = os.path.join(config.runs_dir, name)
         checkpoint_folder = os.path.join(config.checkpoint_dir, name)
-    _write_config(loop_state.run_dir, config)
+    _write_config(loop_state.run_dir, config, agent_name)
     logger = trackers.RunLogger(
         run_dir=loop_state.run_dir,
         use_tensorboard=config.use_tensorboard,
@@ -268,8 +322,22 @@ def solved_return_of(config: RunConfig, env: gym.Env) -> float | None:
     return None
 
 
-def _write_config(run_dir: str, config: Any) -> None:
+def solved_min_episodes_of(config: RunConfig, env: gym.Env) -> int:
+    """Whole evaluation episodes a "solved" verdict needs: 10, or as many as --num_eval_steps can hold.
+
+    CartPole-v1 (500-step episodes) with the default 5,000 evaluation steps: 10; with 1,000: 2. Without
+    a time limit the budget's capacity is unknown, so 10.
+    """
+    time_limit = config.max_episode_steps or (env.spec.max_episode_steps if env.spec is not None else None)
+    if not time_limit:
+        return main_loop.SOLVED_MIN_EPISODES
+    return max(1, min(main_loop.SOLVED_MIN_EPISODES, config.num_eval_steps // time_limit))
+
+
+def _write_config(run_dir: str, config: Any, agent_name: str) -> None:
+    """Appends the run's flags (again on every resume) to `config.txt` as `name=value` lines."""
     with open(os.path.join(run_dir, "config.txt"), "a") as f:
+        f.write(f"agent_name={agent_name}\n")
         for key, value in dataclasses.asdict(config).items():
             f.write(f"{key}={value}\n")
 
@@ -302,12 +370,16 @@ def evaluate(
         print("no --load_checkpoint_file given: playing with random weights")
 
     video_dir = config.recording_video_dir or None
+    video_name = None
+    if video_dir:
+        video_name = gym_env.unique_video_name(video_dir, evaluation_video_name(agent_name, config, payload))
     env = make_environment(
         config,
         config.seed,
         train=False,
         render_mode="rgb_array" if video_dir else None,
         video_dir=video_dir,
+        video_name=video_name,
         wrap_env=wrap_env,
     )
     try:
@@ -319,12 +391,28 @@ def evaluate(
     finally:
         env.close()
     if returns:
-        print(f"mean return over {len(returns)} episodes: {np.mean(returns):.1f}")
+        print(
+            f"mean return over {len(returns)} episode{'' if len(returns) == 1 else 's'}: {np.mean(returns):.1f}"
+        )
     else:
         print(f"no episode finished within --num_eval_steps={config.num_eval_steps}: no return to report")
     if video_dir:
-        print(f"video of the first episode in {video_dir}")
+        print(f"video of the first episode: {gym_env.video_path(video_dir, video_name)}")
     return returns
+
+
+def evaluation_video_name(agent_name: str, config: EvalConfig, checkpoint_payload: dict | None) -> str:
+    """Names a video after the run it shows: `<run folder>_iteration<k>`, e.g.
+    `DQN_CartPole-v1_LSTM-2_iteration9` (agent, environment, tag and the run's number), so evaluating
+    another agent, tag or run on the same game never replaces this one's video."""
+    if checkpoint_payload is None:
+        return checkpoint.file_stem(agent_name, config.environment_name) + "_random-weights"
+    run_dir = str(checkpoint_payload.get("loop", {}).get("run_dir", ""))
+    run_name = os.path.basename(os.path.normpath(run_dir)) if run_dir else ""
+    if not run_name:
+        tag = checkpoint_payload.get("config", {}).get("tag", "")
+        run_name = checkpoint.file_stem(agent_name, config.environment_name) + (f"_{tag}" if tag else "")
+    return f"{run_name}_iteration{checkpoint_payload.get('iteration', 0)}"
 
 
 def _evaluation_iteration(config: EvalConfig, env: gym.Env, actor: Agent, iteration: int) -> list[float]:
@@ -383,8 +471,10 @@ class DistributedConfig(RunConfig):
     """Flags shared by every agent whose actors run in their own processes (PPO, A2C, ...)."""
 
     num_actors: int = field(8, "Actor processes, each with its own environment and copy of the network.")
-    actors_on_gpu: bool = field(
-        True, "Spread the actors over all visible GPUs (--noactors_on_gpu: all on the CPU)."
+    actors_on_gpu: bool | None = field(
+        None,
+        "Spread the actors over all visible GPUs (--noactors_on_gpu: all on the CPU). Unset: GPUs if any"
+        " are visible, quietly the CPU otherwise.",
     )
     unroll_length: int = field(128, "Env steps per unroll an actor collects before sending it.")
     max_actor_restarts: int = field(
@@ -393,9 +483,29 @@ class DistributedConfig(RunConfig):
         "death stops the run with an error naming the actor. 0: any actor's death stops the run.",
     )
 
+    backend: str = field(
+        "local",
+        "Where the actors run. local: processes on this machine; ray: Ray actors anywhere in a Ray cluster "
+        "(an optional extra: pip install -e '.[ray]'). The learner stays in this process.",
+    )
+    ray_address: str = field(
+        "",
+        "With --backend=ray: empty starts a local Ray instance; auto or host:port joins a running cluster.",
+    )
+    ray_actor_resource: str = field(
+        "",
+        "With --backend=ray: a custom Ray resource each actor needs one unit of, which pins the actors to the "
+        "nodes started with it (ray start --resources='{\"NAME\": 8}').",
+    )
+
     def __post_init__(self):
         super().__post_init__()
         require(self.num_actors > 0, f"--num_actors must be positive, got {self.num_actors}")
+        require(self.backend in ("local", "ray"), f"--backend must be local or ray, got {self.backend!r}")
+        require(
+            self.backend == "ray" or not (self.ray_address or self.ray_actor_resource),
+            "--ray_address and --ray_actor_resource apply only with --backend=ray",
+        )
         require(
             self.max_actor_restarts >= 0, f"--max_actor_restarts must be >= 0, got {self.max_actor_restarts}"
         )
@@ -407,14 +517,36 @@ class DistributedAgents(NamedTuple):
     eval_agent: Agent  # acts greedily with the learner's own network, in the learner process
 
 
-def actor_devices(num_actors: int, actors_on_gpu: bool) -> list[torch.device]:
-    """Actor i on GPU i mod (visible GPUs) with --actors_on_gpu, otherwise (or without a GPU) the CPU."""
-    num_gpus = torch.cuda.device_count() if actors_on_gpu else 0
+def actor_devices(num_actors: int, actors_on_gpu: bool | None) -> list[torch.device]:
+    """Actor i on GPU i mod (visible GPUs) unless --noactors_on_gpu; the CPU without a GPU.
+
+    Only a user who asked for GPUs (`actors_on_gpu=True`) is told that there is none.
+    """
+    num_gpus = torch.cuda.device_count() if actors_on_gpu is not False else 0
     if actors_on_gpu and num_gpus == 0:
         print("--actors_on_gpu: no CUDA device is visible, so every actor runs on the CPU", file=sys.stderr)
     if num_gpus == 0:
         return [torch.device("cpu")] * num_actors
     return [torch.device("cuda", index % num_gpus) for index in range(num_actors)]
+
+
+def available_cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def warn_if_more_actors_than_cores(num_actors: int) -> None:
+    """One line on stderr when the actors would have to take turns on the CPU cores."""
+    cores = available_cpu_cores()
+    if num_actors > cores:
+        print(
+            f"note: --num_actors={num_actors} is more than the {cores} CPU cores here; the actors will take "
+            f"turns on them (no faster than --num_actors={cores}, and asynchronous agents learn from "
+            "older parameters)",
+            file=sys.stderr,
+        )
 
 
 def actor_seed(seed: int, actor_index: int, iteration: int) -> int:
@@ -440,6 +572,29 @@ def _build_actor_process_side(
     return env, actor, module
 
 
+def make_runtime(
+    config: DistributedConfig, module: torch.nn.Module, build_actor: Callable, seeds: list[int]
+) -> ActorRuntime:
+    """The backend `--backend` names, with the run's restart cap."""
+    if config.backend == "ray":
+        return RayActorRuntime(
+            module,
+            build_actor,
+            seeds,
+            max_actor_restarts=config.max_actor_restarts,
+            address=config.ray_address,
+            actors_on_gpu=config.actors_on_gpu,
+            actor_resource=config.ray_actor_resource,
+        )
+    return LocalActorRuntime(
+        module,
+        build_actor,
+        seeds,
+        devices=actor_devices(config.num_actors, config.actors_on_gpu),
+        max_actor_restarts=config.max_actor_restarts,
+    )
+
+
 def train_distributed(
     config: DistributedConfig,
     agent_name: str,
@@ -459,9 +614,12 @@ def train_distributed(
     """
     environment_id = gym_env.resolve_environment_name(config.environment_name)
     device = resolve_device(config.device)
+    if config.backend == "ray":
+        import_ray()  # a one-line error before any work if the extra is not installed
     seed_everything(config.seed, config.num_threads)
 
     resume = load_resume_checkpoint(config, agent_name, environment_id)
+    warn_if_more_actors_than_cores(config.num_actors)
 
     eval_env = make_environment(config, config.seed + 1, train=False)
     try:
@@ -471,12 +629,12 @@ def train_distributed(
         logger, checkpoint_folder = open_run(config, agent_name, loop_state, resume)
         save = checkpoint_saver(config, agent_name, environment_id, agents.learner, checkpoint_folder)
         solved_return = solved_return_of(config, eval_env)
-        runtime = LocalActorRuntime(
+        solved_min_episodes = solved_min_episodes_of(config, eval_env)
+        runtime = make_runtime(
+            config,
             agents.learner.shared_module,
             functools.partial(_build_actor_process_side, config, build_actor),
             seeds=[actor_seed(config.seed, i, loop_state.next_iteration) for i in range(config.num_actors)],
-            devices=actor_devices(config.num_actors, config.actors_on_gpu),
-            max_actor_restarts=config.max_actor_restarts,
         )
         try:
             with runtime:
@@ -493,6 +651,7 @@ def train_distributed(
                     save_checkpoint=save,
                     loop_state=loop_state,
                     solved_return=solved_return,
+                    solved_min_episodes=solved_min_episodes,
                     show_progress=config.show_progress,
                 )
         finally:

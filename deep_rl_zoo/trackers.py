@@ -26,19 +26,21 @@ class PhaseStats:
         self.num_steps = 0
         self.episode_returns: list[float] = []
         self.episode_lengths: list[int] = []
-        self.current_return = 0.0  # raw return of the unfinished episode, for evaluation fallbacks
+        self.current_return = 0.0  # raw return so far of the episode still running
+        self.current_length = 0  # env steps so far of the episode still running
         self._start_time = time.perf_counter()
 
     def step(self, timestep: TimeStep) -> dict | None:
         """Records one env step; returns the episode summary if a whole game just ended."""
         self.num_steps += 1
         self.current_return += float(timestep.reward)
+        self.current_length += 1
         episode = timestep.info.get("episode")
         if episode is None:
             return None
         self.episode_returns.append(float(np.asarray(episode["r"])))
         self.episode_lengths.append(int(np.asarray(episode["l"])))
-        self.current_return = 0.0
+        self.current_return, self.current_length = 0.0, 0
         return {"episode_return": self.episode_returns[-1], "episode_length": self.episode_lengths[-1]}
 
     @property
@@ -66,12 +68,17 @@ class RunLogger:
         use_tensorboard: bool,
         results_csv_path: str,
         debug_screenshots_interval: int = 0,
-        screenshot_dir: str = "./screenshots",
+        screenshot_dir: str | None = None,
     ):
+        """
+        Args:
+          screenshot_dir: where debug screenshots go; default `<run_dir>/screenshots`, next to the run's
+            other logs (the repository's top-level screenshots/ holds the README's pictures).
+        """
         self.run_dir = run_dir
         self.results_csv_path = results_csv_path
         self.debug_screenshots_interval = debug_screenshots_interval
-        self.screenshot_dir = screenshot_dir
+        self.screenshot_dir = screenshot_dir or os.path.join(run_dir, "screenshots")
         self._writer = None
         if use_tensorboard:
             from torch.utils.tensorboard import SummaryWriter  # imported lazily: it is slow to import

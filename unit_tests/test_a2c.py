@@ -113,9 +113,10 @@ def test_run_classic_resume_and_eval_agent(tmp_path, gradients_from_actors):
     main = train.main_grad if gradients_from_actors else train.main
     name = "A2C-grad" if gradients_from_actors else "A2C"
     state = main(_config(tmp_path, num_iterations=1))
-    assert state.train_env_steps >= 48
+    # A phase ends on the learner step (2 actors x 8 steps) nearest to 48 env steps: within 8 of it.
+    assert abs(state.train_env_steps - 48) <= 8
     resumed = main(_config(tmp_path, num_iterations=2, resume=True))
-    assert resumed.next_iteration == 2 and resumed.train_env_steps >= 2 * 48
+    assert resumed.next_iteration == 2 and abs(resumed.train_env_steps - 2 * 48) <= 2 * 8
     assert os.path.isfile(tmp_path / "checkpoints" / f"{name}_CartPole-v1" / f"{name}_CartPole-v1_1.ckpt")
     returns = eval_agent.main(
         eval_agent.A2cEvalConfig(
@@ -147,7 +148,7 @@ def test_run_atari_smoke(tmp_path, gradients_from_actors):
         }
     )
     state = (train.main_grad if gradients_from_actors else train.main)(config)
-    assert state.train_env_steps >= 10
+    assert abs(state.train_env_steps - 10) <= 5  # the learner-step boundary nearest 10 (steps of 2 x 5)
 
 
 @pytest.mark.learning

@@ -1,13 +1,16 @@
 """The distributed loop: shared parameters, actor processes, faults, iteration boundaries, Ctrl-C."""
 
 import csv
+import fcntl
 import functools
 import multiprocessing
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import textwrap
 import time
 
@@ -100,7 +103,7 @@ class _FakeLearner:
         self.messages_per_step = num_actors
         self._synchronous = synchronous
         self._module = nn.Linear(2, 1)
-        self.version = 1  # ActorPool publishes once at construction
+        self.version = 1  # the runtime publishes once at construction
         self.steps_received = 0
         self.learner_steps = 0
         self.stale_payloads = 0
@@ -536,6 +539,23 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _wait_until_the_pipe_is_full(runtime, index):
+    """White-box: consume what the learner already read (credits back to the actors), then read nothing
+    until actor `index`'s pipe is full, so it is blocked half-way through writing a message."""
+    while runtime._ready:
+        _check_intact(runtime.get())
+    fd = runtime._slots[index].messages.fileno()
+    capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    deadline = time.monotonic() + 60
+    while True:
+        level = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        if level >= capacity // 2:  # (a non-blocking writer stops a little short of the capacity)
+            return
+        assert time.monotonic() < deadline, f"the actor never filled its pipe ({level} of {capacity} bytes)"
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="Linux pipes: reads a pipe's fill level")
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
 def test_actors_killed_at_random_moments_mid_send_included_are_replaced_and_the_run_goes_on():
     rng = np.random.default_rng(0)
@@ -545,15 +565,15 @@ def test_actors_killed_at_random_moments_mid_send_included_are_replaced_and_the_
         for _ in range(2):  # both actors are up and sending
             _check_intact(runtime.get())
         for kill in range(num_kills):
+            victim = int(rng.integers(2))
             if kill % 2 == 0:
-                # The learner stops reading for a moment: each actor fills its pipe and blocks half-way
-                # through a 3.6 MB message (the pipe holds at most 1 MiB). The kill tears that message.
-                time.sleep(0.3)
+                # The learner stops reading until the victim's pipe is full: the victim is then blocked
+                # half-way through a 3.6 MB message (the pipe holds at most 1 MiB). The kill tears it.
+                _wait_until_the_pipe_is_full(runtime, victim)
             else:
                 for _ in range(int(rng.integers(0, 4))):  # a random point of the stream
                     _check_intact(runtime.get())
-            victim = runtime.processes[int(rng.integers(2))]
-            os.kill(victim.pid, signal.SIGKILL)
+            os.kill(runtime.processes[victim].pid, signal.SIGKILL)
             start = time.monotonic()
             restarts = []
             while not restarts:  # the learner notices, drops the torn tail and starts a replacement
@@ -566,7 +586,7 @@ def test_actors_killed_at_random_moments_mid_send_included_are_replaced_and_the_
             message = runtime.get()
             _check_intact(message)
             senders.add(message.actor_index)
-        assert runtime.torn_messages >= num_kills // 2
+        assert runtime.torn_messages >= num_kills // 2  # every kill of a blocked sender tore a message
     assert not any(_running(pid) for pid in runtime.started_pids)
     assert len(runtime.started_pids) == 2 + num_kills
 
@@ -654,7 +674,7 @@ def test_a_run_script_survives_a_killed_actor_or_stops_naming_it(tmp_path, agent
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while not (checkpoints.exists() and os.listdir(checkpoints)):  # the first iteration is saved
+        while not list(checkpoints.rglob("*.ckpt")):  # the first iteration is saved
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "no checkpoint within 120 s"
             time.sleep(0.1)
@@ -671,13 +691,15 @@ def test_a_run_script_survives_a_killed_actor_or_stops_naming_it(tmp_path, agent
         assert time.monotonic() - killed < 30
         assert process.returncode == 4, stderr
         assert re.search(r"error: actor \d was killed by signal SIGKILL; no restarts left", stderr), stderr
-        assert os.listdir(checkpoints), "the checkpoints written before the failure are kept"
+        assert list(checkpoints.rglob("*_0.ckpt")), "the checkpoints written before the failure are kept"
     else:
         assert process.returncode == 0, stderr
         assert re.search(
             r"actor \d was killed by signal SIGKILL; restarted it with seed \d+ \(restart 1", stdout
         )
-        assert sorted(os.listdir(checkpoints))[-1].endswith(f"_{num_iterations - 1}.ckpt")
+        assert list(checkpoints.rglob(f"*_{num_iterations - 1}.ckpt")), (
+            "the run did not finish its iterations"
+        )
     deadline = time.monotonic() + 20
     while any(_running(pid) for pid in all_pids):
         assert time.monotonic() < deadline, "a process of the run outlived it"

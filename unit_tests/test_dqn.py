@@ -385,8 +385,9 @@ def test_dqn_learns_cartpole(tmp_path):
 
 @pytest.mark.smoke
 def test_debug_screenshots_save_the_terminal_frame_of_every_nth_episode(tmp_path):
-    train.main(tiny_classic_config(tmp_path, num_iterations=1, debug_screenshots_interval=2))
-    shots = sorted(os.listdir(tmp_path / "screenshots"))
+    state = train.main(tiny_classic_config(tmp_path, num_iterations=1, debug_screenshots_interval=2))
+    shots = sorted(os.listdir(os.path.join(state.run_dir, "screenshots")))  # with the run's logs
+    assert not os.path.exists(tmp_path / "screenshots")  # the top-level folder holds README pictures
     assert shots and all(name.endswith(".png") for name in shots)
     assert all(int(name.split("episode")[1][:-4]) % 2 == 0 for name in shots)
 
@@ -437,4 +438,4 @@ def test_cli_run_then_eval_exit_zero(tmp_path):
         timeout=300,
     )
     assert eval_run.returncode == 0, eval_run.stderr[-2000:]
-    assert "mean return over 1 episodes" in eval_run.stdout
+    assert "mean return over 1 episode:" in eval_run.stdout

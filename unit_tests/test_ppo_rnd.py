@@ -220,11 +220,12 @@ def test_run_atari_smoke(tmp_path):
     assert len(returns) == 1  # eval_agent rebuilt the Atari network from the checkpoint's flags
     assert agent["rnd"]["normalizer.mean"].shape == (1, 84, 84)  # per-pixel statistics of the newest frame
     # Games of 10 env steps, 32 steps in all: games 2 and 4 (and maybe 6) were photographed, in colour.
-    shots = sorted(os.listdir("screenshots"))  # relative to the test's working folder
+    folder = tmp_path / "runs" / "PPO-RND_MontezumaRevenge" / "screenshots"  # next to the run's curves
+    shots = sorted(os.listdir(folder))
     assert shots and all(name.endswith(".png") and "actor_0" in name for name in shots)
     from PIL import Image
 
-    assert Image.open(os.path.join("screenshots", shots[0])).size == (160, 210)  # the emulator's RGB screen
+    assert Image.open(folder / shots[0]).size == (160, 210)  # the emulator's RGB screen
 
 
 def test_run_classic_defaults_are_the_documented_budget():

@@ -267,7 +267,7 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
         }
     )
     state = train.main(config)
-    assert state.train_env_steps >= 40
+    assert abs(state.train_env_steps - 40) <= 4  # the learner-step boundary nearest 40 (steps of 8)
     payload = checkpoint.load_checkpoint(
         str(tmp_path / "checkpoints" / "SAC_Pong" / "SAC_Pong_0.ckpt"), "SAC", "PongNoFrameskip-v4"
     )

@@ -9,11 +9,17 @@ import numpy as np
 from tqdm import tqdm
 
 from deep_rl_zoo import trackers
-from deep_rl_zoo.main_loop import LoopState, finish_iteration, run_evaluation_phase
+from deep_rl_zoo.main_loop import (
+    LEARNER_LOG_INTERVAL,
+    SOLVED_MIN_EPISODES,
+    LoopState,
+    WarmUpNotice,
+    finish_iteration,
+    run_evaluation_phase,
+)
 from deep_rl_zoo.runtime.interface import ActorMessage, ActorRuntime, DistributedLearner
 from deep_rl_zoo.types_ import Agent
 
-LEARNER_STATISTICS_INTERVAL = 100  # learner steps between two writes of the learner's statistics
 MAX_LOGGED_ACTORS = 8  # actors whose own curves go to TensorBoard (actor_0/ ... actor_7/)
 
 
@@ -31,24 +37,30 @@ def run_distributed_training_iterations(
     save_checkpoint: Callable[[int, LoopState], str],
     loop_state: LoopState,
     solved_return: float | None = None,
+    solved_min_episodes: int = SOLVED_MIN_EPISODES,
     show_progress: bool = True,
 ) -> LoopState:
     """Iterations of distributed training, then greedy evaluation in the learner, then a checkpoint.
 
-    A training phase consumes actor messages until at least `num_train_steps` env steps (summed over
-    all actors) arrived; it ends on a learner step, so it can overrun by up to one learner step's worth
-    of env steps. Actors keep their episodes running across iterations, as in the single-process loop.
+    A training phase consumes actor messages for whole learner steps and ends on the learner-step boundary
+    nearest to `num_train_steps` env steps (summed over all actors; see `training_phase_done`), so it
+    can differ from it by up to half a learner step's worth of env steps; the first phase that differs
+    says so once on the console. Actors keep their episodes running across iterations, as in the
+    single-process loop.
     While the learner evaluates, actors of synchronous algorithms wait for new parameters and
     asynchronous ones send up to their in-flight cap and then wait: no message is lost or
     double-counted. Every env step an actor reports counts on the x-axis; an on-policy learner is given
     only payloads of the newest parameters (others arise only after an actor restart, and are dropped).
     """
     eval_stats = trackers.PhaseStats()
-    learner_steps = 0
+    last_learner_log = loop_state.train_env_steps // LEARNER_LOG_INTERVAL
+    warm_up = WarmUpNotice(learner.statistics)
+    phase_length_noted = False
     loop_statistics: dict[str, float] = {}
     for iteration in range(loop_state.next_iteration, num_iterations):
         phase_start_steps = loop_state.train_env_steps
         phase_start_time = time.perf_counter()
+        phase_learner_steps, last_step_env_steps = 0, 0
         train_returns: list[float] = []
         with tqdm(
             total=num_train_steps,
@@ -58,7 +70,10 @@ def run_distributed_training_iterations(
             leave=False,
             mininterval=1.0,
         ) as bar:
-            while loop_state.train_env_steps - phase_start_steps < num_train_steps:
+            while not training_phase_done(
+                loop_state.train_env_steps - phase_start_steps, num_train_steps, last_step_env_steps
+            ):
+                step_start_steps = loop_state.train_env_steps
                 payloads, lags = [], []
                 while len(payloads) < learner.messages_per_step:
                     message = runtime.get()
@@ -73,14 +88,26 @@ def run_distributed_training_iterations(
                     lags.append(lag)
                 learner.learn(payloads)
                 runtime.publish(learner.shared_module)
-                learner_steps += 1
+                phase_learner_steps += 1
+                last_step_env_steps = loop_state.train_env_steps - step_start_steps
+                if warm_up.pending:
+                    warm_up.check(learner.statistics, loop_state.train_env_steps)
                 if not learner.on_policy:
                     loop_statistics["mean_parameter_lag"] = float(np.mean(lags))  # updates behind
-                if learner_steps % LEARNER_STATISTICS_INTERVAL == 0:
+                # By env steps, not learner steps: a PPO step takes ~1k env steps, an IMPALA one ~32.
+                if loop_state.train_env_steps // LEARNER_LOG_INTERVAL > last_learner_log:
+                    last_learner_log = loop_state.train_env_steps // LEARNER_LOG_INTERVAL
                     logger.scalars(
                         "learner", {**learner.statistics, **loop_statistics}, loop_state.train_env_steps
                     )
         train_steps = loop_state.train_env_steps - phase_start_steps
+        if train_steps != num_train_steps and not phase_length_noted:
+            phase_length_noted = True
+            tqdm.write(
+                f"note: a training phase ends between two learner steps (here {phase_learner_steps} of about "
+                f"{train_steps / phase_learner_steps:,.0f} env steps each), so iteration {iteration} trained "
+                f"{train_steps:,} env steps for --num_train_steps={num_train_steps:,}"
+            )
         train_steps_per_second = train_steps / max(time.perf_counter() - phase_start_time, 1e-9)
 
         eval_summary = run_evaluation_phase(
@@ -103,10 +130,25 @@ def run_distributed_training_iterations(
             save_checkpoint=save_checkpoint,
             loop_state=loop_state,
             solved_return=solved_return,
+            solved_min_episodes=solved_min_episodes,
         )
         if solved:
             break
     return loop_state
+
+
+def training_phase_done(env_steps_done: int, num_train_steps: int, last_learner_step_env_steps: int) -> bool:
+    """Whether a distributed training phase stops here, between two learner steps.
+
+    A learner step consumes whole actor messages, so the phase stops at the step boundary nearest to
+    `num_train_steps`: once it is reached, or once less than half of a learner step (sized like the last
+    one) is missing. Always stopping after it instead overshoots by almost a whole step when steps are a
+    little short: 4 actors x 256-step unrolls hold 1,024 transitions, but the pairs across an episode's
+    reset are not env steps, so two steps bring ~2,040 env steps and `--num_train_steps=2048` took a third
+    (2,967 env steps, and PPO's annealed learning rate reached 0 after two thirds of the run).
+    """
+    missing = num_train_steps - env_steps_done
+    return missing <= 0 or 2 * missing < last_learner_step_env_steps
 
 
 def _log_restarts(runtime: ActorRuntime, logger: trackers.RunLogger, step: int) -> None:

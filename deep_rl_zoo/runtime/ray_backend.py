@@ -1,0 +1,314 @@
+"""The Ray backend: actors are Ray actors placed anywhere in a Ray cluster; the learner stays in the
+driver process. It implements the same `ActorRuntime` as the local backend, so agents do not change.
+
+    driver (learner)                                          Ray actor i (any node)
+    ----------------                                          ----------------------
+    publish: ray.put(state) once, then set_parameters(v, ref) ->  kept; the acting thread copies it in
+    get: ray.wait over one pending next_message() per actor  <-   an outbox of at most 2 messages
+    a call that fails with RayActorError: Ray restarts the actor (max_restarts); the driver counts the
+    restart against --max_actor_restarts and calls start(new seed) on the new incarnation
+
+The acting loop (`interface.run_actor`) runs in a thread of the Ray actor, so that the driver's calls
+(`set_parameters`, `next_message`, `stop`) are served while it acts (a threaded actor). Every wait on
+either side is at most `WAIT_SLICE_S`; when the driver dies, Ray removes the actors it owns.
+"""
+
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import torch
+from torch import nn
+
+from deep_rl_zoo.errors import ActorError, ConfigError
+from deep_rl_zoo.runtime.interface import (
+    RESTART_SEED_STRIDE,
+    WAIT_SLICE_S,
+    ActorBuilder,
+    ActorLinkBase,
+    ActorMessage,
+    ActorRestart,
+    StopActor,
+    run_actor,
+)
+
+_START_TIMEOUT_S = 120  # Ray may need to start a worker process (and import torch) first
+INSTALL_HINT = "--backend=ray needs Ray, an optional extra: pip install -e '.[ray]'"
+
+
+def import_ray() -> Any:
+    """The `ray` module, or a ConfigError saying in one line how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return ray
+
+
+class _ActorBody:
+    """What runs inside each Ray actor (wrapped by `ray.remote` in `RayActorRuntime`)."""
+
+    def __init__(self, build_actor: ActorBuilder, actor_index: int, device: str, max_in_flight: int):
+        self._build_actor = build_actor
+        self._actor_index = actor_index
+        self._device = device
+        self.outbox: queue.Queue = queue.Queue(maxsize=max_in_flight)
+        self.condition = threading.Condition()
+        self.parameters: tuple[int, dict | None] = (0, None)
+        self.stopped = False
+        self._failure: tuple[str, str] | None = None
+        self._started = False
+
+    def start(self, seed: int, version: int, state: dict) -> tuple[str, int]:
+        """Starts acting with `seed` from the given parameters; returns (node id, process id)."""
+        import ray
+
+        if self._started:  # a call that reached an incarnation the driver has just killed
+            raise RuntimeError("this actor incarnation is already acting")
+        self._started = True
+        self.set_parameters(version, state)
+        link = _RayLink(self._actor_index, self)
+        threading.Thread(target=self._act, args=(seed, link), daemon=True).start()
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    def _act(self, seed: int, link: "_RayLink") -> None:
+        try:
+            run_actor(self._build_actor, self._actor_index, seed, self._device, link)
+        except BaseException as e:  # reported by the next next_message call
+            self._failure = (f"{type(e).__name__}: {e}", traceback.format_exc())
+
+    def set_parameters(self, version: int, state: dict) -> None:
+        with self.condition:
+            if version > self.parameters[0]:
+                self.parameters = (version, state)
+                self.condition.notify_all()
+
+    def next_message(self) -> ActorMessage | tuple | None:
+        """The next message (None after WAIT_SLICE_S without one); ("failed", error, traceback) once the
+        acting thread raised."""
+        try:
+            return self.outbox.get(timeout=WAIT_SLICE_S)
+        except queue.Empty:
+            return ("failed", *self._failure) if self._failure is not None else None
+
+    def stop(self) -> None:
+        with self.condition:
+            self.stopped = True
+            self.condition.notify_all()
+
+
+class _RayLink(ActorLinkBase):
+    """The actor-side LearnerLink of the Ray backend (inside the Ray actor's process)."""
+
+    def __init__(self, actor_index: int, body: _ActorBody):
+        super().__init__(actor_index)
+        self._body = body
+
+    def should_stop(self) -> bool:
+        return self._body.stopped
+
+    def _transmit(self, message: ActorMessage) -> None:
+        while True:
+            if self._body.stopped:
+                raise StopActor()
+            try:
+                self._body.outbox.put(message, timeout=WAIT_SLICE_S)
+                return
+            except queue.Full:
+                pass
+
+    def _published_version(self) -> int:
+        return self._body.parameters[0]
+
+    @torch.no_grad()
+    def _copy_parameters(self, module: nn.Module) -> int:
+        version, state = self._body.parameters
+        for tensor, value in zip(module.state_dict().values(), state.values(), strict=True):
+            tensor.copy_(value)  # in place: numpy mirrors and traced graphs read the same memory
+        return version
+
+    def _wait_for_version_above(self, version: int) -> None:
+        with self._body.condition:
+            while self._body.parameters[0] <= version:
+                if self._body.stopped:
+                    raise StopActor()
+                self._body.condition.wait(WAIT_SLICE_S)
+
+
+class RayActorRuntime:
+    """`ActorRuntime` whose actors are Ray actors (see the module docstring)."""
+
+    def __init__(
+        self,
+        module: nn.Module,
+        build_actor: ActorBuilder,
+        seeds: list[int],
+        max_actor_restarts: int = 10,
+        address: str = "",
+        actors_on_gpu: bool = False,
+        actor_resource: str = "",
+        max_in_flight: int = 2,
+    ):
+        """
+        Args:
+          module: the learner's module whose parameters and buffers the actors use; published on enter.
+          build_actor: picklable `(actor_index, seed, device, link) -> (env, actor, actor_module)`.
+          seeds: one seed per slot; its k-th replacement gets seed + k * RESTART_SEED_STRIDE.
+          max_actor_restarts: restarts allowed over the whole run (and Ray's max_restarts per actor).
+          address: "" starts a local Ray instance; "auto" or "host:port" joins a running cluster.
+          actors_on_gpu: ask Ray for a fraction of a GPU per actor (the cluster's GPUs shared evenly).
+          actor_resource: a custom resource each actor needs one unit of ("" for none): pins the actors
+            to the nodes started with it.
+        """
+        self._ray = import_ray()
+        self.num_actors = len(seeds)
+        self._module = module
+        self._build_actor = build_actor
+        self._seeds = list(seeds)
+        self._max_actor_restarts = max_actor_restarts
+        self._address = address
+        self._actors_on_gpu = actors_on_gpu
+        self._actor_resource = actor_resource
+        self._max_in_flight = max_in_flight
+        self._version = 0
+        self._state_ref = None
+        self._actors: list[Any] = []
+        self._pending: dict[Any, int] = {}  # next_message ref -> slot
+        self._generations = [0] * self.num_actors
+        self._restarts: list[ActorRestart] = []
+        self._restart_count = 0
+        self.locations: list[tuple[str, int]] = []  # (node id, pid) of every actor incarnation started
+        self._closed = False
+
+    def __enter__(self) -> "RayActorRuntime":
+        ray = self._ray
+        if not ray.is_initialized():
+            ray.init(
+                address=self._address or None,
+                include_dashboard=False,
+                configure_logging=False,
+                log_to_driver=True,
+            )
+        num_gpus = 0.0
+        if self._actors_on_gpu:
+            cluster_gpus = ray.cluster_resources().get("GPU", 0)
+            if cluster_gpus == 0:
+                print(
+                    "--actors_on_gpu: the Ray cluster has no GPU, so every actor runs on a CPU",
+                    file=sys.stderr,
+                )
+            num_gpus = min(1.0, cluster_gpus / self.num_actors)
+        options = dict(
+            max_restarts=self._max_actor_restarts,
+            max_task_retries=0,
+            max_concurrency=4,  # acting runs in its own thread; driver calls are served meanwhile
+            num_cpus=1,
+            num_gpus=num_gpus,
+        )
+        if self._actor_resource:
+            options["resources"] = {self._actor_resource: 1}
+        remote_body = ray.remote(_ActorBody).options(**options)
+        device = "cuda" if num_gpus > 0 else "cpu"
+        self._publish_state(self._module)
+        self._actors = [
+            remote_body.remote(self._build_actor, index, device, self._max_in_flight)
+            for index in range(self.num_actors)
+        ]
+        for index in range(self.num_actors):
+            self._start(index)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _start(self, index: int) -> None:
+        seed = self._seeds[index] + RESTART_SEED_STRIDE * self._generations[index]
+        actor = self._actors[index]
+        started = actor.start.remote(seed, self._version, self._state_ref)
+        try:
+            self.locations.append(self._ray.get(started, timeout=_START_TIMEOUT_S))
+        except self._ray.exceptions.GetTimeoutError:
+            raise ActorError(
+                f"actor {index} did not start within {_START_TIMEOUT_S} s (is the cluster full?)"
+            ) from None
+        self._pending[actor.next_message.remote()] = index
+
+    def _publish_state(self, module: nn.Module) -> None:
+        state = {name: tensor.detach().cpu().clone() for name, tensor in module.state_dict().items()}
+        self._state_ref = self._ray.put(state)  # once in the object store, whatever the number of actors
+        self._version += 1
+
+    @property
+    def parameter_version(self) -> int:
+        return self._version
+
+    def publish(self, module: nn.Module) -> int:
+        self._publish_state(module)
+        for actor in self._actors:
+            actor.set_parameters.remote(self._version, self._state_ref)  # the ref: fetched once per node
+        return self._version
+
+    def get(self) -> ActorMessage:
+        ray = self._ray
+        while True:
+            ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=WAIT_SLICE_S)
+            for ref in ready:
+                index = self._pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayActorError as e:
+                    self._replace(index, f"died ({type(e).__name__})", kill=False)
+                    continue
+                if isinstance(result, tuple) and result and result[0] == "failed":
+                    print(f"actor {index} failed:\n{result[2]}", file=sys.stderr)
+                    self._replace(index, f"failed: {result[1]}", kill=True)
+                    continue
+                self._pending[self._actors[index].next_message.remote()] = index
+                if result is not None:
+                    return result
+
+    def _replace(self, index: int, how: str, kill: bool) -> None:
+        if self._restart_count >= self._max_actor_restarts:
+            raise ActorError(
+                f"actor {index} {how}; no restarts left ({self._restart_count} of "
+                f"--max_actor_restarts={self._max_actor_restarts} used)"
+            )
+        if kill:  # its acting thread failed: let Ray restart the whole actor process
+            self._ray.kill(self._actors[index], no_restart=False)
+        self._restart_count += 1
+        self._generations[index] += 1
+        for attempt in range(60):  # Ray restarts the process meanwhile; calls fail until it is back
+            try:
+                self._start(index)
+                break
+            except (self._ray.exceptions.RayActorError, self._ray.exceptions.RayTaskError):
+                if attempt == 59:
+                    raise ActorError(f"actor {index} {how}; Ray could not restart it") from None
+                time.sleep(WAIT_SLICE_S)
+        seed = self._seeds[index] + RESTART_SEED_STRIDE * self._generations[index]
+        self._restarts.append(ActorRestart(index, how, self._restart_count, seed))
+
+    def take_restarts(self) -> list[ActorRestart]:
+        restarts, self._restarts = self._restarts, []
+        return restarts
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for actor in self._actors:
+            try:
+                actor.stop.remote()
+            except Exception:
+                pass
+        for actor in self._actors:
+            try:
+                self._ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
+        self._actors = []
+        self._pending = {}

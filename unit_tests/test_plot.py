@@ -1,0 +1,193 @@
+"""The plot command: reading real run folders, grouping seeds, the mean and its band, the image, errors."""
+
+import csv
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from deep_rl_zoo import plot
+from deep_rl_zoo.dqn import train as dqn_train
+from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.ppo import train as ppo_train
+
+
+@pytest.fixture(scope="module")
+def real_runs(tmp_path_factory):
+    """Three tiny real runs with TensorBoard: DQN seeds 1 and 2, and PPO with 2 actor processes."""
+    root = tmp_path_factory.mktemp("plot_runs")
+    common = dict(
+        environment_name="CartPole-v1",
+        num_iterations=2,
+        num_eval_steps=200,
+        checkpoint_dir=str(root / "checkpoints"),
+        runs_dir=str(root / "runs"),
+        use_tensorboard=True,
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    dqn = dict(num_train_steps=300, replay_capacity=1000, min_replay_size=100, batch_size=16)
+    dqn_1 = dqn_train.main(dqn_train.DqnConfig(seed=1, **dqn, **common)).run_dir
+    dqn_2 = dqn_train.main(
+        dqn_train.DqnConfig(seed=2, **dqn, **dict(common, checkpoint_dir=str(root / "checkpoints2")))
+    ).run_dir
+    ppo = ppo_train.main(
+        ppo_train.PpoConfig(
+            num_train_steps=128, num_actors=2, unroll_length=32, minibatch_size=32, num_epochs=1, **common
+        )
+    ).run_dir
+    return {"dqn_1": dqn_1, "dqn_2": dqn_2, "ppo": ppo, "root": root}
+
+
+def _csv_rows(run_dir):
+    with open(os.path.join(run_dir, "results.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.smoke
+def test_read_run_finds_the_csv_and_every_training_episode_in_tensorboard(real_runs):
+    run = plot.read_run(real_runs["dqn_1"])
+    rows = _csv_rows(real_runs["dqn_1"])
+    assert run.agent_name == "DQN" and run.config["seed"] == "1"
+    evaluation = run.metrics["eval/mean_episode_return"]
+    assert evaluation.steps.tolist() == [300, 600]  # two iterations of 300 training env steps
+    assert evaluation.values.tolist() == pytest.approx([float(r["eval_mean_episode_return"]) for r in rows])
+    # TensorBoard has one point per training episode: as many as the CSV's per-iteration counts add up to.
+    episodes = run.metrics["train/episode_return"]
+    assert len(episodes.steps) == sum(int(r["train_num_episodes"]) for r in rows)
+    assert "learner/loss" in run.metrics
+
+
+@pytest.mark.smoke
+def test_distributed_run_is_read_like_the_others(real_runs):
+    run = plot.read_run(real_runs["ppo"])
+    rows = _csv_rows(real_runs["ppo"])
+    assert run.agent_name == "PPO"
+    assert run.metrics["eval/mean_episode_return"].steps.tolist() == [int(r["train_env_steps"]) for r in rows]
+    assert len(run.metrics["train/episode_return"].steps) == sum(int(r["train_num_episodes"]) for r in rows)
+    assert "actor_0/steps_per_second" in run.metrics and "actor_1/steps_per_second" in run.metrics
+
+
+@pytest.mark.smoke
+def test_seeds_form_one_curve_and_other_agents_their_own(real_runs):
+    runs = [plot.read_run(real_runs[k]) for k in ("dqn_1", "dqn_2", "ppo")]
+    groups = plot.group_runs(runs)  # the two DQN runs differ only by seed and checkpoint folder
+    assert [[r.agent_name for r in g] for g in groups] == [["DQN", "DQN"], ["PPO"]]
+    (panel,) = plot.build_panels(runs, ["eval/mean_episode_return"])
+    dqn_curve, ppo_curve = panel.curves
+    assert dqn_curve.label.startswith("DQN CartPole-v1") and dqn_curve.label.endswith("2 runs")
+    # Same evaluation steps for both seeds: the mean is the plain mean of their two CSV values.
+    first, second = (_csv_rows(real_runs[k]) for k in ("dqn_1", "dqn_2"))
+    expected = [
+        (float(a["eval_mean_episode_return"]) + float(b["eval_mean_episode_return"])) / 2
+        for a, b in zip(first, second, strict=True)
+    ]
+    assert dqn_curve.steps.tolist() == [300, 600]
+    assert dqn_curve.mean.tolist() == pytest.approx(expected)
+    assert ppo_curve.run_names == [os.path.basename(real_runs["ppo"])]
+
+
+def test_average_runs_mean_and_bands_by_hand():
+    a = plot.Series(np.array([0, 10, 20]), np.array([1.0, 2.0, 3.0]))
+    b = plot.Series(np.array([0, 10, 20]), np.array([3.0, 4.0, 5.0]))
+    steps, mean, low, high, count = plot.average_runs([a, b], band="minmax")
+    assert steps.tolist() == [0, 10, 20]
+    assert mean.tolist() == [2.0, 3.0, 4.0]  # (1 + 3) / 2, (2 + 4) / 2, (3 + 5) / 2
+    assert low.tolist() == [1.0, 2.0, 3.0] and high.tolist() == [3.0, 4.0, 5.0]
+    assert count.tolist() == [2, 2, 2]
+    _, mean, low, high, _ = plot.average_runs([a, b], band="std")
+    assert low.tolist() == [1.0, 2.0, 3.0]  # population std of {1, 3} is 1: mean - 1
+    assert high.tolist() == [3.0, 4.0, 5.0]
+
+
+def test_a_run_that_stopped_early_leaves_the_mean_where_it_ends():
+    long = plot.Series(np.array([0, 10, 20]), np.array([1.0, 2.0, 3.0]))
+    short = plot.Series(np.array([0, 5]), np.array([3.0, 4.0]))  # e.g. solved and stopped at step 5
+    steps, mean, _, _, count = plot.average_runs([long, short], band="minmax")
+    assert steps.tolist() == [0, 5, 10, 20]
+    # step 5: the long run interpolates to 1.5, so (1.5 + 4) / 2 = 2.75; from 10 on only the long run counts
+    assert mean.tolist() == [2.0, 2.75, 2.0, 3.0]
+    assert count.tolist() == [2, 2, 1, 1]
+
+
+def test_moving_average_by_hand():
+    assert plot.moving_average(np.array([1.0, 2.0, 3.0, 4.0]), 2).tolist() == [1.0, 1.5, 2.5, 3.5]
+    assert plot.moving_average(np.array([1.0, 2.0, 3.0]), 1).tolist() == [1.0, 2.0, 3.0]
+
+
+def test_group_labels_name_the_flags_that_differ_within_one_agent():
+    def run(agent, seed, learning_rate, **flags):
+        config = {
+            "environment_name": "CartPole-v1",
+            "seed": str(seed),
+            "learning_rate": learning_rate,
+            **flags,
+        }
+        return plot.Run("p", "n", agent, config, {})
+
+    runs = [run("IMPALA", 1, "0.001"), run("IMPALA", 2, "0.001"), run("IMPALA", 1, "0.00045")]
+    runs.append(run("PPO", 1, "0.001", num_epochs="10"))  # another agent: its name is enough
+    groups = plot.group_runs(runs)
+    assert [len(g) for g in groups] == [2, 1, 1]
+    assert plot.group_labels(groups) == [
+        "IMPALA CartPole-v1 (learning_rate=0.001)",
+        "IMPALA CartPole-v1 (learning_rate=0.00045)",
+        "PPO CartPole-v1",
+    ]
+
+
+@pytest.mark.smoke
+def test_command_writes_a_png_from_real_runs(real_runs, tmp_path):
+    output = tmp_path / "curve.png"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deep_rl_zoo.plot",
+            real_runs["dqn_1"],
+            real_runs["dqn_2"],
+            real_runs["ppo"],
+            f"--output={output}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "2 panel(s), 2 curve(s) from 3 run(s)" in result.stdout
+    with open(output, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.smoke
+def test_metric_flag_draws_a_learner_statistic_and_runs_root_means_every_run(real_runs, tmp_path):
+    output = tmp_path / "loss.png"
+    panels = plot.main([str(real_runs["root"] / "runs"), "--metric=learner/loss", f"--output={output}"])
+    (panel,) = panels
+    assert panel.metric == "learner/loss"
+    assert {c.label.split(" ")[0] for c in panel.curves} == {"DQN", "PPO"}
+    assert os.path.getsize(output) > 0
+
+
+def test_an_empty_run_folder_is_one_line_and_a_non_zero_exit(tmp_path):
+    empty = tmp_path / "runs" / "DQN_CartPole-v1"
+    empty.mkdir(parents=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "deep_rl_zoo.plot", str(empty), f"--output={tmp_path / 'x.png'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert (
+        result.stderr.count("\n") == 1 and str(empty) in result.stderr and "first iteration" in result.stderr
+    )
+    assert not os.path.exists(tmp_path / "x.png")
+
+
+def test_an_unknown_metric_lists_what_was_logged(real_runs):
+    run = plot.read_run(real_runs["dqn_1"])
+    with pytest.raises(ConfigError, match="learner/loss"):
+        plot.build_panels([run], ["learner/los"])

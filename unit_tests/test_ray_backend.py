@@ -1,0 +1,214 @@
+"""The Ray backend: a one-line error without Ray; with it, a real two-node Ray cluster on this machine
+(inside a fresh network namespace with only loopback up, so no byte of the test leaves 127.0.0.1) runs
+PPO with its actors pinned to the second node, survives a killed actor, and learns CartPole."""
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.ppo import train
+
+HAS_RAY = importlib.util.find_spec("ray") is not None
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_ray_backend_without_ray_is_a_one_line_config_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` raise ImportError
+    config = train.PpoConfig(backend="ray", checkpoint_dir=str(tmp_path / "c"), runs_dir=str(tmp_path / "r"))
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[ray\]'"):
+        train.main(config)
+    assert not os.path.exists(tmp_path / "r")  # refused before any work
+
+
+def test_unknown_backend_or_ray_flags_without_ray_backend_are_config_errors():
+    with pytest.raises(ConfigError, match="--backend must be local or ray"):
+        train.PpoConfig(backend="slurm")
+    with pytest.raises(ConfigError, match="only with --backend=ray"):
+        train.PpoConfig(ray_address="auto")
+
+
+def _namespace_available() -> bool:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    result = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True)
+    return result.returncode == 0
+
+
+# The driver: runs inside the namespace, after the two nodes started. It captures the runtime to learn
+# where the actors run and to kill one of them mid-run.
+_DRIVER = textwrap.dedent(
+    """
+    import json, os, signal, sys, threading, time
+    import ray
+    from deep_rl_zoo import run_support
+    from deep_rl_zoo.ppo import train
+
+    address, checkpoint_dir, runs_dir, result_path = sys.argv[1:5]
+    runtimes = []
+    make_runtime = run_support.make_runtime
+    run_support.make_runtime = lambda *a, **k: runtimes.append(make_runtime(*a, **k)) or runtimes[-1]
+
+    def kill_an_actor():  # once the run is learning: SIGKILL actor 1's process
+        while not runtimes or runtimes[0].parameter_version < 5:
+            time.sleep(0.05)
+        os.kill(runtimes[0].locations[1][1], signal.SIGKILL)
+
+    threading.Thread(target=kill_an_actor, daemon=True).start()
+    config = train.PpoConfig(
+        backend="ray", ray_address=address, ray_actor_resource="actor_node", num_actors=4,
+        num_iterations=10, num_train_steps=10_000, num_eval_steps=5_000,  # the local learning test's budget
+        stop_when_solved=True, checkpoint_dir=checkpoint_dir, runs_dir=runs_dir, show_progress=False,
+    )
+    state = train.main(config)
+    actor_nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and "actor_node" in n["Resources"]]
+    json.dump({"solved": state.solved, "steps": state.train_env_steps, "actor_nodes": actor_nodes,
+               "locations": runtimes[0].locations}, open(result_path, "w"))
+    """
+)
+
+
+def _run_on_a_two_node_cluster(tmp_path, driver: str, env: dict | None = None) -> str:
+    """Starts a head node and a second node offering the custom resource `actor_node`, inside a fresh
+    network namespace with only loopback up, runs the bash `driver` (which sees $ADDRESS) there, checks
+    that every TCP socket of the namespace was on loopback, and stops every process of the namespace.
+    Returns the output; fails the test if the driver failed."""
+    ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
+    port = 6390
+    ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    script = (
+        textwrap.dedent(
+            f"""
+        set -e
+        ip link set lo up
+        export RAY_USAGE_STATS_ENABLED=0 PYTHONPATH={REPO_ROOT} ADDRESS=127.0.0.1:{port}
+        {ray} start --head --port={port} --node-ip-address=127.0.0.1 --num-cpus=1 \\
+            --include-dashboard=false --disable-usage-stats --temp-dir={ray_dir} > {tmp_path}/head.log 2>&1
+        {ray} start --address=127.0.0.1:{port} --node-ip-address=127.0.0.1 --num-cpus=4 \\
+            --resources='{{"actor_node": 4}}' --disable-usage-stats > {tmp_path}/worker.log 2>&1
+        """
+        )
+        + textwrap.dedent(driver)
+        + textwrap.dedent(
+            f"""
+        # Every TCP socket of the namespace (the nodes, the driver, the actors): loopback only.
+        cat /proc/net/tcp /proc/net/tcp6 > {tmp_path}/sockets
+        """
+        )
+    )
+    process = subprocess.Popen(
+        ["unshare", "-n", "bash", "-c", script],
+        env={**os.environ, **(env or {})},
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    namespace = None
+    try:
+        deadline = time.monotonic() + 30
+        while namespace is None and time.monotonic() < deadline:
+            try:
+                namespace = os.readlink(f"/proc/{process.pid}/ns/net")
+            except FileNotFoundError:
+                break
+            if namespace == os.readlink("/proc/self/ns/net"):
+                namespace = None  # unshare has not switched yet
+                time.sleep(0.01)
+        output, _ = process.communicate(timeout=900)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _kill_everything_in(namespace)  # the Ray nodes daemonise: stop exactly the ones of this namespace
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    logs = "".join(
+        p.read_text()[-2000:] for p in (tmp_path / "head.log", tmp_path / "worker.log") if p.exists()
+    )
+    assert process.returncode == 0, output[-5000:] + logs
+    for line in (tmp_path / "sockets").read_text().splitlines():
+        fields = line.split()
+        if fields[0].endswith(":"):  # an entry: local and remote address are fields 1 and 2 (hex)
+            for address in fields[1:3]:
+                assert address.split(":")[0] in _LOOPBACK_OR_ANY, line
+    return output
+
+
+_NEEDS_RAY = pytest.mark.skipif(not HAS_RAY, reason="Ray is an optional extra: pip install -e '.[ray]'")
+_NEEDS_NAMESPACE = pytest.mark.skipif(
+    not _namespace_available(), reason="needs unshare -n (a private network namespace)"
+)
+
+
+@pytest.mark.learning
+@_NEEDS_RAY
+@_NEEDS_NAMESPACE
+def test_two_node_ray_cluster_pins_actors_survives_a_killed_actor_and_learns_cartpole(tmp_path):
+    import json
+
+    result_path = tmp_path / "result.json"
+    driver = f"""
+        {sys.executable} -c "$DRIVER" $ADDRESS {tmp_path}/checkpoints {tmp_path}/runs {result_path}
+        """
+    output = _run_on_a_two_node_cluster(tmp_path, driver, {"DRIVER": _DRIVER})
+    result = json.loads(result_path.read_text())
+    assert result["solved"], f"PPO on Ray did not reach 475 within 100k env steps ({result['steps']})"
+    assert len(result["locations"]) == 4 + 1, "the killed actor was not restarted exactly once"
+    assert {node for node, _ in result["locations"]} == set(result["actor_nodes"]), (
+        "actors ran off the pinned node"
+    )
+    assert output.count("restarted it with seed") == 1, output[-3000:]
+
+
+@pytest.mark.smoke
+@_NEEDS_RAY
+@_NEEDS_NAMESPACE
+def test_impala_script_on_ray_survives_a_killed_ray_actor(tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    driver = f"""
+        {sys.executable} -m deep_rl_zoo.impala.run_classic --backend=ray --ray_address=$ADDRESS \\
+            --ray_actor_resource=actor_node --num_actors=2 --unroll_length=16 --num_iterations=4 \\
+            --num_train_steps=1000 --num_eval_steps=100 --checkpoint_dir={checkpoints} \\
+            --runs_dir={tmp_path}/runs --nouse_tensorboard --noshow_progress --nostop_when_solved \\
+            --noactors_on_gpu &
+        run=$!
+        until ls {checkpoints}/*/*_0.ckpt > /dev/null 2>&1; do kill -0 $run; sleep 0.2; done
+        namespace=$(readlink /proc/self/ns/net)
+        for pid in $(pgrep -f '^ray::_ActorBody' || true); do  # a Ray actor of this run (this namespace)
+            if [ "$(readlink /proc/$pid/ns/net)" = "$namespace" ]; then kill -9 $pid; break; fi
+        done
+        wait $run
+        """
+    output = _run_on_a_two_node_cluster(tmp_path, driver)
+    assert "restarted it with seed" in output, output[-3000:]
+    assert list(checkpoints.rglob("IMPALA_CartPole-v1_3.ckpt")), "the run did not finish its 4 iterations"
+
+
+# /proc/net/tcp{,6} hex: 127.0.0.1, 0.0.0.0 (listening), ::1, ::, and ::ffff:127.0.0.1 (IPv4-mapped).
+_LOOPBACK_OR_ANY = (
+    "0100007F",
+    "00000000",
+    "00000000000000000000000001000000",
+    "0" * 32,
+    "0000000000000000FFFF00000100007F",
+)
+
+
+def _kill_everything_in(namespace: str | None) -> None:
+    if namespace is None:
+        return
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/net") == namespace:
+                    os.kill(int(entry), signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                pass
