@@ -270,12 +270,20 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
 
 @pytest.mark.learning
 def test_actor_critic_learns_cartpole(tmp_path):
-    """Default hyper-parameters reach a clearly learned greedy return within 20,000 env steps."""
+    """Guards the whole actor-critic loop (unrolls, bootstrapping, one update per unroll).
+
+    Threshold: the env's own, a greedy mean of 475 over the 10 episodes of a 5,000-step evaluation.
+    Budget: run_classic's defaults (evaluation every 10k env steps) for 80k env steps, what the slowest
+    of the five measured seeds needed (README: seeds 1-5 solve at 30k-80k). One process, so seed 1
+    (the default, not picked) repeats exactly: 334, 113, 171, then 493 at 40k (measured 2026-12-01;
+    about 4 min at a load of 20 on 2 cores). The earlier version (the best of four 1,000-step
+    evaluations >= 200 within 20k) could pass on an early peak such as that 334, although the policy
+    reads 113 at 20k.
+    """
     config = tiny_classic_config(
-        tmp_path, num_iterations=4, num_train_steps=5000, num_eval_steps=1000, stop_when_solved=True
+        tmp_path, num_iterations=8, num_train_steps=10_000, num_eval_steps=5000, stop_when_solved=True
     )
     state = train.main(config)
-    best = max(
-        float(r["eval_mean_episode_return"]) for r in read_csv(os.path.join(state.run_dir, "results.csv"))
+    assert state.solved, (
+        f"ActorCritic did not reach a greedy mean of 475 within {state.train_env_steps} env steps"
     )
-    assert best >= 200, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"

@@ -82,10 +82,14 @@ def test_eval_agent_rebuilds_the_support_of_the_checkpoint(tmp_path):
 
 @pytest.mark.learning
 def test_c51_learns_cartpole(tmp_path):
-    """C51's default classic flags reach a clearly learned greedy return within 15,000 env steps.
+    """C51's default classic flags reach a greedy mean of 150 (random play: about 22) after 15,000 env steps.
 
-    Every classic default as `run_classic` has it, only fewer iterations. Seed 1 measured (runs are
-    deterministic per seed): greedy evaluation means 40, 215, 237 after 5,000, 10,000, ... env steps.
+    Guards the whole C51 loop (distributional target, projection, cross-entropy) on a CI budget; every
+    classic default as `run_classic` has it, only fewer iterations. Seeds 1-3 measured (deterministic
+    per seed), greedy means after 5,000, 10,000 and 15,000 env steps: 40/215/237, 32/189/207,
+    41/215/238. The test reads the last evaluation only (it used to take the best of the three): 150
+    is under every seed's last one (237, 207, 238) with a margin of 38% or more. Seed 1 is the config's
+    default.
     """
     config = train.C51Config(
         seed=1,
@@ -97,6 +101,6 @@ def test_c51_learns_cartpole(tmp_path):
     )
     state = train.main(config)
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
-    best = max(float(r["eval_mean_episode_return"]) for r in rows)
-    assert best >= 150, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
+    last = float(rows[-1]["eval_mean_episode_return"])
+    assert last >= 150, f"greedy evaluation mean {last} after {state.train_env_steps} env steps"
     assert np.isfinite(float(rows[-1]["learner_loss"]))

@@ -87,13 +87,18 @@ def test_the_online_network_selects_and_the_target_network_evaluates(tmp_path, m
 
 @pytest.mark.learning
 def test_double_dqn_learns_cartpole(tmp_path):
-    """Double DQN's default classic flags reach a clearly learned greedy return within 10,000 env steps.
+    """Double DQN's default classic flags reach a greedy mean of 150 (random play: about 22) within
+    10,000 env steps.
 
-    Every classic default as `run_classic` has it, only fewer iterations. Seed 3 measured (runs are
-    deterministic per seed): greedy evaluation means 182 and 500 after 5,000 and 10,000 env steps.
+    Guards the whole Double DQN loop on a CI budget: a bug that stops learning leaves the greedy mean
+    under 100. Seeds 1-3 measured (runs are deterministic per seed), greedy means after 5,000 and 10,000
+    env steps: 220/141, 205/242, 182/500. This early the greedy mean swings by ~100 between two
+    evaluations, so the better of the two counts; 150 is under every seed's best (220, 242, 500) with
+    a margin. (This test used to run seed 3, the only one of the three above 300, against 300.)
+    Seed 1 is the config's default.
     """
     config = train.DoubleDqnConfig(
-        seed=3,
+        seed=1,
         num_iterations=2,
         checkpoint_dir=str(tmp_path / "checkpoints"),
         runs_dir=str(tmp_path / "runs"),
@@ -103,5 +108,5 @@ def test_double_dqn_learns_cartpole(tmp_path):
     state = train.main(config)
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
     best = max(float(r["eval_mean_episode_return"]) for r in rows)
-    assert best >= 300, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
+    assert best >= 150, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
     assert np.isfinite(float(rows[-1]["learner_loss"]))

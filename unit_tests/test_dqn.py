@@ -361,9 +361,15 @@ def test_a_nan_loss_stops_the_run_naming_the_step():
 
 @pytest.mark.learning
 def test_dqn_learns_cartpole(tmp_path):
-    """DQN's default classic flags reach a clearly learned greedy return within 40,000 env steps.
+    """DQN's default classic flags reach a greedy mean of 300 (random play: about 22) within 40,000 env steps.
 
-    Seed 1 measured: 500 at 40,000 env steps (benchmarks/README.md); runs are deterministic per seed.
+    Guards the whole DQN loop (acting, replay, target network, optimizer) on the budget the benchmark
+    uses: a bug that stops learning leaves the greedy mean under 100. Seed 1 is the config's default, not
+    one picked for passing: of the five seeds of benchmarks/README.md (`dqn_cartpole.py`), seeds 1, 3
+    and 4 reach 475 by 40,000 env steps, so they pass; seed 5 (475 only at 50,000) may, seed 2 (best 294
+    in 50,000) would not. The best of up to 8 evaluations counts because DQN's greedy mean on
+    CartPole swings by 100-200 between evaluations (see `DqnConfig`), and 300 is not a low bar for it.
+    Runs are deterministic per seed.
     """
     config = dataclasses.replace(
         tiny_classic_config(tmp_path),

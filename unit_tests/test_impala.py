@@ -262,6 +262,16 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
 
 @pytest.mark.learning
 def test_impala_learns_cartpole(tmp_path):
+    """Guards that the whole IMPALA loop learns (asynchronous actors, behaviour logits, V-trace
+    learner) within a budget CI can afford; the wiring tests check the V-trace inputs exactly.
+
+    Threshold: the *last* greedy evaluation (1,000 env steps, not the best of the four) at >= 150 after
+    60k env steps, where a uniformly random policy scores about 22. Measured with exactly this
+    configuration on 2026-12-01 (load ~20): seed 1 ended at 238 and 294 on two runs, seed 2 at 500.
+    The evaluations swing (seed 1 read 36, 150, 434, 238 on one run and 500, 267, 218, 294 on the other:
+    the actors are asynchronous, so the same seed varies), which is why the bar sits below the lowest
+    final value measured rather than at the env's 475 (reached at 120-180k, README).
+    """
     config = _config(
         tmp_path,
         num_iterations=4,
@@ -271,8 +281,8 @@ def test_impala_learns_cartpole(tmp_path):
         unroll_length=train.ImpalaConfig.unroll_length,
         batch_size=train.ImpalaConfig.batch_size,
     )
-    train.main(config)
-    with open(tmp_path / "runs" / "IMPALA_CartPole-v1" / "results.csv") as f:
+    state = train.main(config)
+    with open(os.path.join(state.run_dir, "results.csv")) as f:
         last_eval = float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
     # A uniformly random policy scores about 22; 150 is clearly learned (475 is reached near 100k steps).
     assert last_eval >= 150, (

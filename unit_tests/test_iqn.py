@@ -168,8 +168,12 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
 
 @pytest.mark.learning
 def test_iqn_learns_cartpole(tmp_path):
-    """Default classic flags reach a clearly learned greedy return within 5,000 env steps (seed 1: this test's
-    evaluation measured 299; 150 leaves a margin)."""
+    """IQN's default classic flags reach a greedy mean of 150 (random play: about 22) after 5,000 env steps.
+
+    Guards the whole IQN loop (sampled fractions for online, selection and target, quantile Huber loss)
+    on a CI budget, with one evaluation of 1,500 env steps. Seeds 1-3 measured (deterministic per seed):
+    299, 245, 295, so 150 holds on each with a margin of 60% or more. Seed 1 is the config's default.
+    """
     defaults = train.IqnConfig()
     config = dataclasses.replace(
         tiny_classic_config(tmp_path),

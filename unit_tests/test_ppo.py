@@ -339,6 +339,13 @@ def test_eval_agent_rebuilds_the_trained_architecture(tmp_path):
 
 @pytest.mark.learning
 def test_ppo_learns_cartpole(tmp_path):
+    """Guards the whole PPO loop (actors, unrolls, GAE, epochs of minibatches, learning-rate decay).
+
+    Threshold: the env's own, a greedy mean of 475 over the 10 episodes of a 5,000-step evaluation.
+    Budget: 100k env steps (the issue's target for PPO), evaluated every 10k; measured seeds 1-3 solve
+    at 10k, 61k and 61k (README), so the budget is not tuned to the one seed that passes. The run is
+    synchronous: seed 1, the default, repeats its 10k exactly (a few seconds).
+    """
     config = _config(
         tmp_path,
         num_iterations=10,  # the issue's 100k budget; the learning rate decays over it, as benchmarked

@@ -107,10 +107,14 @@ def test_beta_is_annealed_to_one(tmp_path):
 
 @pytest.mark.learning
 def test_prioritized_dqn_learns_cartpole(tmp_path):
-    """Prioritized DQN's default classic flags reach a clearly learned greedy return within 10,000 env steps.
+    """Prioritized DQN's default classic flags reach a greedy mean of 200 (random play: about 22) within
+    10,000 env steps.
 
-    Every classic default as `run_classic` has it, only fewer iterations. Seed 1 measured (runs are
-    deterministic per seed): greedy evaluation means 302, 208 after 5,000, 10,000, ... env steps.
+    Guards the whole prioritized loop (sampling, weights, priority updates, Double DQN target) on a CI
+    budget; every classic default as `run_classic` has it, only fewer iterations. Seeds 1-3 measured
+    (deterministic per seed), greedy means after 5,000 and 10,000 env steps: 302/208, 182/262, 260/219:
+    every seed passes even on its last evaluation alone, and the better of the two (302, 262, 260) with
+    a 30% margin. Seed 1 is the config's default.
     """
     config = train.PrioritizedDqnConfig(
         seed=1,

@@ -130,8 +130,12 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
 
 @pytest.mark.learning
 def test_qr_dqn_learns_cartpole(tmp_path):
-    """Default classic flags reach a clearly learned greedy return within 5,000 env steps (seed 1: this test's
-    evaluation measured 204; 150 leaves a margin)."""
+    """QR-DQN's default classic flags reach a greedy mean of 150 (random play: about 22) after 5,000 env steps.
+
+    Guards the whole QR-DQN loop (midpoint fractions, target quantiles, quantile Huber loss) on a CI
+    budget, with one evaluation of 1,500 env steps. Seeds 1-3 measured (deterministic per seed): 204,
+    383, 286, so 150 holds on each with a margin of 36% or more. Seed 1 is the config's default.
+    """
     config = dataclasses.replace(
         tiny_classic_config(tmp_path),
         num_iterations=1,

@@ -236,10 +236,24 @@ def test_learning_sets_kl_priorities(tmp_path, monkeypatch):
 
 @pytest.mark.learning
 def test_rainbow_learns_cartpole(tmp_path):
-    """Rainbow's default classic flags reach a clearly learned greedy return within 15,000 env steps."""
+    """Rainbow's default classic flags hold a greedy mean of 100 (random play with the initial noisy
+    network: about 10-22) over its last three evaluations, at 10,000-15,000 env steps.
+
+    Guards the whole Rainbow loop (noisy acting, n-step prioritized replay, double categorical target,
+    KL priorities) on a CI budget. Seeds 1-3 measured (deterministic per seed), greedy means every 2,500
+    env steps:
+      seed 1:   10, 172, 136, 150, 140, 139   (last three: 143)
+      seed 2:  104, 144, 136, 126, 125, 120   (last three: 124)
+      seed 3:  121, 204, 204, 214, 232, 164   (last three: 203)
+    Rainbow plateaus here before climbing to 475 at 20,000-50,000 env steps (README), so the test asks
+    for a plateau well above random, averaged over three evaluations, rather than one lucky evaluation:
+    it used to take the best of six against 150, which seed 2 fails (best 144) and seed 1 passed only
+    through its one evaluation above 150. Seed 1 is the config's default.
+    """
     defaults = train.RainbowConfig()
     config = dataclasses.replace(
         tiny_classic_config(tmp_path),
+        seed=1,
         num_iterations=6,
         num_train_steps=2500,
         num_eval_steps=1500,
@@ -250,5 +264,7 @@ def test_rainbow_learns_cartpole(tmp_path):
     )
     state = train.main(config)
     rows = read_csv(os.path.join(state.run_dir, "results.csv"))
-    best = max(float(r["eval_mean_episode_return"]) for r in rows)
-    assert best >= 150, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"
+    last_three = [float(r["eval_mean_episode_return"]) for r in rows[-3:]]
+    assert np.mean(last_three) >= 100, (
+        f"greedy evaluation means {last_three} at {state.train_env_steps} env steps"
+    )

@@ -204,12 +204,17 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, overrides, message):
 
 @pytest.mark.learning
 def test_reinforce_baseline_learns_cartpole(tmp_path):
-    """Default hyper-parameters reach a clearly learned greedy return within 30,000 env steps."""
+    """Guards the whole REINFORCE-with-baseline loop (policy and critic learning together).
+
+    Threshold: the env's own, a greedy mean of 475 over the 10 episodes of a 5,000-step evaluation.
+    Budget: run_classic's defaults (evaluation every 10k env steps) for 40k env steps, what the slowest
+    of the five measured seeds needed (README: seeds 1-5 solve at 10k, 20k, 40k, 20k, 10k). One
+    process, so seed 1 (the default, not picked) repeats exactly: 500 at its first evaluation (10k).
+    """
     config = tiny_classic_config(
-        tmp_path, num_iterations=6, num_train_steps=5000, num_eval_steps=2000, stop_when_solved=True
+        tmp_path, num_iterations=4, num_train_steps=10_000, num_eval_steps=5000, stop_when_solved=True
     )
     state = train.main(config)
-    best = max(
-        float(r["eval_mean_episode_return"]) for r in read_csv(os.path.join(state.run_dir, "results.csv"))
+    assert state.solved, (
+        f"REINFORCE-baseline did not reach a greedy mean of 475 within {state.train_env_steps} env steps"
     )
-    assert best >= 200, f"best greedy evaluation mean {best} after {state.train_env_steps} env steps"

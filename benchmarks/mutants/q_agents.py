@@ -1,0 +1,452 @@
+"""One-line bugs in the eight replay-based Q agents (and the replay path they share), for
+`benchmarks/mutation_check.py --only=dqn,double_dqn,prioritized_dqn,drqn,c51,rainbow,qr_dqn,iqn,q_replay`.
+
+Each is a slip that runs without an error and still learns something, so only a test that knows what
+the agent must compute catches it (most are caught by unit_tests/test_q_agents_wiring.py).
+"""
+
+from mutation_check import Mutant
+
+DQN = "deep_rl_zoo/dqn/agent.py"
+DOUBLE = "deep_rl_zoo/double_dqn/agent.py"
+PER = "deep_rl_zoo/prioritized_dqn/agent.py"
+DRQN = "deep_rl_zoo/drqn/agent.py"
+C51 = "deep_rl_zoo/c51_dqn/agent.py"
+RAINBOW = "deep_rl_zoo/rainbow/agent.py"
+QR = "deep_rl_zoo/qr_dqn/agent.py"
+IQN = "deep_rl_zoo/iqn/agent.py"
+REPLAY = "deep_rl_zoo/replay.py"
+
+_TARGET_COPY = "self._target_network.load_state_dict(self._network.state_dict())"
+_TARGET_PERIOD = "if self._learner_steps % self._target_network_update_period == 0:"
+_EPSILON = "return self._exploration_epsilon(self._env_steps)"
+_ENV_STEP = "if not timestep.first:\n            self._env_steps += 1"
+
+
+def _shared(prefix: str, path: str) -> list[Mutant]:
+    """The slips every copy of the DQN loop can make: target refresh, epsilon clock, cadence."""
+    return [
+        Mutant(
+            f"{prefix}/target-copied-backwards",
+            path,
+            _TARGET_COPY,
+            "self._network.load_state_dict(self._target_network.state_dict())",
+            "the online network is reset to the target every period: learning never accumulates",
+        ),
+        Mutant(
+            f"{prefix}/target-copied-every-step",
+            path,
+            _TARGET_PERIOD,
+            "if self._learner_steps % 1 == 0:",
+            "the target network follows the online one: no fixed target",
+        ),
+        Mutant(
+            f"{prefix}/target-period-off-by-one",
+            path,
+            _TARGET_PERIOD,
+            "if (self._learner_steps + 1) % self._target_network_update_period == 0:",
+            "the target is copied one gradient step early, every period",
+        ),
+        Mutant(
+            f"{prefix}/first-timestep-counted-as-env-step",
+            path,
+            _ENV_STEP,
+            "if True:\n            self._env_steps += 1",
+            "env steps (and with them epsilon, beta and the learning cadence) run ahead at every episode",
+        ),
+    ]
+
+
+def _batch_sum(prefix: str, path: str, old: str = "loss = output.loss.mean()") -> list[Mutant]:
+    return [
+        Mutant(
+            f"{prefix}/batch-loss-summed",
+            path,
+            old,
+            old.replace(".mean()", ".sum()"),
+            "the batch's losses are summed: the step size grows with the batch size",
+        )
+    ]
+
+
+def _epsilon(prefix: str, path: str) -> list[Mutant]:
+    return [
+        Mutant(
+            f"{prefix}/epsilon-on-learner-steps",
+            path,
+            _EPSILON,
+            "return self._exploration_epsilon(self._learner_steps)",
+            "epsilon decays with gradient steps, not env steps: exploration lasts learn_interval times longer",
+        )
+    ]
+
+
+MUTANTS = [
+    # ---------------------------------------------------------------- DQN
+    Mutant(
+        "dqn/online-network-bootstraps",
+        DQN,
+        "q_t = self._target_network(batch.s_t).q_values",
+        "q_t = self._network(batch.s_t).q_values",
+        "the target is the online network's max: no target network at all",
+    ),
+    Mutant(
+        "dqn/reward-and-discount-swapped",
+        DQN,
+        "q_tm1, batch.a_tm1, batch.r_t, batch.discount_t, q_t, huber_delta",
+        "q_tm1, batch.a_tm1, batch.discount_t, batch.r_t, q_t, huber_delta",
+        "arguments in the wrong order: r_t is used as the discount",
+    ),
+    Mutant(
+        "dqn/predicts-at-s_t",
+        DQN,
+        "q_tm1 = self._network(batch.s_tm1).q_values",
+        "q_tm1 = self._network(batch.s_t).q_values",
+        "regresses Q(s_t, a_tm1) on its own target",
+    ),
+    Mutant(
+        "dqn/huber-flag-ignored",
+        DQN,
+        "q_t, huber_delta=self._huber_delta",
+        "q_t",
+        "--huber_delta is ignored: always the Huber loss of delta 1",
+    ),
+    *_shared("dqn", DQN),
+    *_batch_sum("dqn", DQN, "output.loss.mean(),"),
+    Mutant(
+        "dqn/clip-flag-ignored",
+        DQN,
+        "            self._max_grad_norm,\n            self._learner_steps + 1,",
+        "            0.0,\n            self._learner_steps + 1,",
+        "--max_grad_norm is ignored: gradients are never clipped",
+    ),
+    *_epsilon("dqn", DQN),
+    Mutant(
+        "dqn/learns-on-first-timestep",
+        DQN,
+        "            not timestep.first\n            and self._writer.replay.size",
+        "            self._writer.replay.size",
+        "an extra gradient step at the start of some episodes",
+    ),
+    # ---------------------------------------------------------------- Double DQN
+    Mutant(
+        "double_dqn/roles-swapped-in-call",
+        DOUBLE,
+        "            q_t_value,\n            q_t_selector,",
+        "            q_t_selector,\n            q_t_value,",
+        "the target network selects and the online network evaluates (issue 10's example)",
+    ),
+    Mutant(
+        "double_dqn/target-network-selects",
+        DOUBLE,
+        "q_t_selector = self._network(batch.s_t).q_values",
+        "q_t_selector = self._target_network(batch.s_t).q_values",
+        "plain DQN's max: the over-estimation Double DQN exists to remove",
+    ),
+    Mutant(
+        "double_dqn/online-network-evaluates",
+        DOUBLE,
+        "q_t_value = self._target_network(batch.s_t).q_values",
+        "q_t_value = self._network(batch.s_t).q_values",
+        "the online network selects and evaluates: no target network",
+    ),
+    Mutant(
+        "double_dqn/predicts-with-target-network",
+        DOUBLE,
+        "q_tm1 = self._network(batch.s_tm1).q_values",
+        "q_tm1 = self._target_network(batch.s_tm1).q_values",
+        "the prediction comes from the frozen network: no gradient reaches the online one",
+    ),
+    *_shared("double_dqn", DOUBLE),
+    *_batch_sum("double_dqn", DOUBLE),
+    *_epsilon("double_dqn", DOUBLE),
+    # ---------------------------------------------------------------- Prioritized DQN
+    Mutant(
+        "prioritized_dqn/weights-ignored",
+        PER,
+        "loss = (torch.as_tensor(sample.weights, device=self._device) * output.loss).mean()",
+        "loss = output.loss.mean()",
+        "prioritized sampling's bias is never corrected",
+    ),
+    Mutant(
+        "prioritized_dqn/priority-without-epsilon",
+        PER,
+        "priorities = output.extra.td_error.abs().cpu().numpy() + self._priority_epsilon",
+        "priorities = output.extra.td_error.abs().cpu().numpy()",
+        "a transition with td 0 is never replayed again",
+    ),
+    Mutant(
+        "prioritized_dqn/priority-is-the-loss",
+        PER,
+        "priorities = output.extra.td_error.abs().cpu().numpy() + self._priority_epsilon",
+        "priorities = output.loss.detach().cpu().numpy() + self._priority_epsilon",
+        "priorities from the (Huber/squared) loss instead of |td|",
+    ),
+    Mutant(
+        "prioritized_dqn/priorities-not-updated",
+        PER,
+        "self._replay.update_priorities(sample.indices, priorities)",
+        "pass",
+        "every transition keeps its first priority: uniform replay in disguise",
+    ),
+    Mutant(
+        "prioritized_dqn/beta-on-learner-steps",
+        PER,
+        "sample(self._batch_size, self._importance_sampling_exponent(self._env_steps))",
+        "sample(self._batch_size, self._importance_sampling_exponent(self._learner_steps))",
+        "beta anneals on gradient steps: it reaches 1 learn_interval times too late",
+    ),
+    Mutant(
+        "prioritized_dqn/target-network-selects",
+        PER,
+        "q_t_selector = self._network(batch.s_t).q_values",
+        "q_t_selector = self._target_network(batch.s_t).q_values",
+        "DQN's max instead of the paper's Double DQN target",
+    ),
+    *_shared("prioritized_dqn", PER),
+    *_batch_sum("prioritized_dqn", PER, "* output.loss).mean()"),
+    *_epsilon("prioritized_dqn", PER),
+    # ---------------------------------------------------------------- DRQN
+    Mutant(
+        "drqn/burn-in-state-discarded",
+        DRQN,
+        "state = unroll(self._network, observation[:b], zeros, first[:b]).hidden_state",
+        "unroll(self._network, observation[:b], zeros, first[:b]).hidden_state",
+        "the burn-in is computed and thrown away: the loss sees the zero state",
+    ),
+    Mutant(
+        "drqn/burn-in-steps-in-the-loss",
+        DRQN,
+        "b = self._burn_in",
+        "b = 0",
+        "the burn-in steps are learned from, with the zero state R2D2 warns about",
+    ),
+    Mutant(
+        "drqn/termination-of-the-wrong-step",
+        DRQN,
+        "(1.0 - to(batch.terminated[b + 1 :], torch.float32))",
+        "(1.0 - to(batch.terminated[b:-1], torch.float32))",
+        "the discount of o_j -> o_{j+1} is cut by o_j's termination: off by one",
+    ),
+    Mutant(
+        "drqn/episode-mask-dropped",
+        DRQN,
+        "loss = (output.loss * mask).sum() / mask.sum().clamp(min=1)",
+        "loss = output.loss.mean()",
+        "transitions from an episode's last step into the next episode's first are learned",
+    ),
+    Mutant(
+        "drqn/truncation-stored-as-termination",
+        DRQN,
+        "terminated=timestep.terminated,",
+        "terminated=timestep.last,",
+        "a time limit is learned as a terminal state",
+    ),
+    Mutant(
+        "drqn/online-network-evaluates",
+        DRQN,
+        "q_t = flat(at_bootstrap(q_target))",
+        "q_t = flat(at_bootstrap(q_online.detach()))",
+        "the online network evaluates its own choice: no target network",
+    ),
+    Mutant(
+        "drqn/target-unrolled-without-burn-in",
+        DRQN,
+        "q_target = unroll(self._target_network, observation, zeros, first).q_values[b:]",
+        "q_target = unroll(self._target_network, observation[b:], zeros, first[b:]).q_values",
+        "the target network starts from the zero state after the burn-in",
+    ),
+    Mutant(
+        "drqn/actions-one-step-late",
+        DRQN,
+        "a_tm1 = flat(to(batch.action[b:-1], torch.int64))",
+        "a_tm1 = flat(to(batch.action[b + 1 :], torch.int64))",
+        "each transition is credited to the next step's action",
+    ),
+    *_shared("drqn", DRQN),
+    Mutant(
+        "drqn/batch-loss-summed",
+        DRQN,
+        "loss = (output.loss * mask).sum() / mask.sum().clamp(min=1)",
+        "loss = (output.loss * mask).sum()",
+        "the batch's losses are summed: the step size grows with the batch size",
+    ),
+    Mutant(
+        "drqn/clip-skipped",
+        DRQN,
+        "nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)",
+        "pass",
+        "--max_grad_norm is ignored: gradients are never clipped",
+    ),
+    *_epsilon("drqn", DRQN),
+    # ---------------------------------------------------------------- C51
+    Mutant(
+        "c51/online-distribution-projected",
+        C51,
+        "logits_q_t = self._target_network(batch.s_t).q_logits",
+        "logits_q_t = self._network(batch.s_t).q_logits",
+        "the projected target is the online network's: no target network",
+    ),
+    Mutant(
+        "c51/predicts-at-s_t",
+        C51,
+        "logits_q_tm1 = self._network(batch.s_tm1).q_logits",
+        "logits_q_tm1 = self._network(batch.s_t).q_logits",
+        "the predicted distribution is that of s_t",
+    ),
+    Mutant(
+        "c51/reward-and-discount-swapped",
+        C51,
+        "            batch.r_t,\n            batch.discount_t,\n            self._target_network.atoms,",
+        "            batch.discount_t,\n            batch.r_t,\n            self._target_network.atoms,",
+        "arguments in the wrong order: r_t is used as the discount",
+    ),
+    *_shared("c51", C51),
+    *_batch_sum("c51", C51),
+    *_epsilon("c51", C51),
+    # ---------------------------------------------------------------- Rainbow
+    Mutant(
+        "rainbow/target-network-selects",
+        RAINBOW,
+        "q_t_selector = self._network(batch.s_t).q_values",
+        "q_t_selector = self._target_network(batch.s_t).q_values",
+        "no double selection: C51's target inside Rainbow",
+    ),
+    Mutant(
+        "rainbow/online-distribution-projected",
+        RAINBOW,
+        "logits_q_t = self._target_network(batch.s_t).q_logits",
+        "logits_q_t = self._network(batch.s_t).q_logits",
+        "the projected target is the online network's",
+    ),
+    Mutant(
+        "rainbow/weights-ignored",
+        RAINBOW,
+        "loss = (torch.as_tensor(sample.weights, device=self._device) * output.loss).mean()",
+        "loss = output.loss.mean()",
+        "prioritized sampling's bias is never corrected",
+    ),
+    Mutant(
+        "rainbow/priority-is-cross-entropy",
+        RAINBOW,
+        "priorities = output.extra.kl.clamp(min=0.0).cpu().numpy() + self._priority_epsilon",
+        "priorities = output.loss.detach().cpu().numpy() + self._priority_epsilon",
+        "priorities from the cross-entropy (KL + the target's entropy), not the paper's KL",
+    ),
+    Mutant(
+        "rainbow/priorities-not-updated",
+        RAINBOW,
+        "self._replay.update_priorities(sample.indices, priorities)",
+        "pass",
+        "every transition keeps its first priority",
+    ),
+    Mutant(
+        "rainbow/beta-on-learner-steps",
+        RAINBOW,
+        "sample(self._batch_size, self._importance_sampling_exponent(self._env_steps))",
+        "sample(self._batch_size, self._importance_sampling_exponent(self._learner_steps))",
+        "beta anneals on gradient steps",
+    ),
+    *_shared("rainbow", RAINBOW),
+    *_batch_sum("rainbow", RAINBOW, "* output.loss).mean()"),
+    # ---------------------------------------------------------------- QR-DQN
+    Mutant(
+        "qr_dqn/online-network-quantiles",
+        QR,
+        "dist_q_t = self._target_network(batch.s_t).q_dist",
+        "dist_q_t = self._network(batch.s_t).q_dist",
+        "the target quantiles are the online network's",
+    ),
+    Mutant(
+        "qr_dqn/fractions-reversed",
+        QR,
+        "self._taus.expand(dist_q_tm1.shape[0], -1)",
+        "self._taus.flip(0).expand(dist_q_tm1.shape[0], -1)",
+        "quantile i is trained towards fraction 1 - tau_i: the quantiles come out in reverse order",
+    ),
+    Mutant(
+        "qr_dqn/fractions-evenly-spaced-from-0",
+        QR,
+        "self._taus = value_learning.quantile_midpoints(num_quantiles, device)  # [N]",
+        "self._taus = torch.linspace(0.0, 1.0, num_quantiles, device=device)  # [N]",
+        "fractions 0 .. 1 instead of the midpoints (2i + 1) / 2N",
+    ),
+    Mutant(
+        "qr_dqn/reward-and-discount-swapped",
+        QR,
+        "            batch.r_t,\n            batch.discount_t,\n            dist_q_t,",
+        "            batch.discount_t,\n            batch.r_t,\n            dist_q_t,",
+        "arguments in the wrong order: r_t is used as the discount",
+    ),
+    *_shared("qr_dqn", QR),
+    *_batch_sum("qr_dqn", QR),
+    *_epsilon("qr_dqn", QR),
+    # ---------------------------------------------------------------- IQN
+    Mutant(
+        "iqn/online-network-quantiles",
+        IQN,
+        "dist_q_t = self._target_network(s_t, taus_t).q_dist",
+        "dist_q_t = self._network(s_t, taus_t).q_dist",
+        "the target quantiles are the online network's",
+    ),
+    Mutant(
+        "iqn/online-network-selects",
+        IQN,
+        "dist_q_t_selector = self._target_network(s_t, taus_select).q_dist",
+        "dist_q_t_selector = self._network(s_t, taus_select).q_dist",
+        "a* chosen by the online network (not what this agent documents)",
+    ),
+    Mutant(
+        "iqn/selector-at-target-fractions",
+        IQN,
+        "dist_q_t_selector = self._target_network(s_t, taus_select).q_dist",
+        "dist_q_t_selector = self._target_network(s_t, taus_t).q_dist",
+        "a* chosen from N' fractions instead of K",
+    ),
+    Mutant(
+        "iqn/target-samples-at-selector-fractions",
+        IQN,
+        "dist_q_t = self._target_network(s_t, taus_t).q_dist",
+        "dist_q_t = self._target_network(s_t, taus_select).q_dist",
+        "the target samples reuse the K selection fractions instead of N' fresh ones",
+    ),
+    Mutant(
+        "iqn/online-count-for-target",
+        IQN,
+        "taus_t = sample_taus(size, self._num_target_taus, self._tau_generator, self._device)",
+        "taus_t = sample_taus(size, self._num_online_taus, self._tau_generator, self._device)",
+        "N' is ignored: N target samples",
+    ),
+    *_shared("iqn", IQN),
+    *_batch_sum("iqn", IQN),
+    *_epsilon("iqn", IQN),
+    # ---------------------------------------------------------------- the replay path they share
+    Mutant(
+        "q_replay/truncation-as-termination",
+        REPLAY,
+        "step_discount = 0.0 if timestep.terminated else self._discount",
+        "step_discount = 0.0 if timestep.last else self._discount",
+        "a time limit stops the bootstrap",
+    ),
+    Mutant(
+        "q_replay/termination-ignored",
+        REPLAY,
+        "step_discount = 0.0 if timestep.terminated else self._discount",
+        "step_discount = self._discount",
+        "terminal states are bootstrapped from",
+    ),
+    Mutant(
+        "q_replay/n-step-reward-undiscounted",
+        REPLAY,
+        "window.r_t += window.discount_t * reward",
+        "window.r_t += reward",
+        "n-step rewards summed without discount",
+    ),
+    Mutant(
+        "q_replay/writer-drops-discount",
+        REPLAY,
+        "discount_t=torch.as_tensor(batch.discount_t, device=device, dtype=torch.float32),",
+        "discount_t=torch.full_like(torch.as_tensor(batch.r_t, dtype=torch.float32), 0.99),",
+        "the sampled batch's discounts are replaced by a constant gamma",
+    ),
+]
