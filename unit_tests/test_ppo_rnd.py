@@ -239,7 +239,10 @@ def test_run_classic_defaults_are_the_documented_budget():
 
 @pytest.mark.learning
 def test_ppo_rnd_learns_mountain_car(tmp_path):
-    """Plain PPO stays at -200 here; the defaults reach a greedy mean of -150 well inside 50k env steps."""
+    """Guards the whole PPO-RND path on the sparse-reward task where plain PPO stays at -200 for 500k env
+    steps. The bar: the best of the greedy evaluations at 25k and 50k env steps >= -150. Measured in the
+    500k benchmark (README): seeds 1 / 2 / 3 scored -143 / -123 / -128 at 25k and -121 / -127 / -122 at
+    50k; this test runs seed 1 (the closest to the bar at 25k)."""
     csv_path = tmp_path / "results.csv"
     config = train.PpoRndConfig(
         **{
