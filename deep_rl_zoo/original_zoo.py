@@ -245,8 +245,6 @@ def _bool_value(name: str, value: str | None, negated: bool) -> bool:
 MISSING_AGENTS = {
     "ngu": "NGU is not built in this project yet",
     "agent57": "Agent57 is not built in this project yet",
-    "ppo_rnd": "PPO with RND is not built in this project yet; deep_rl_zoo.ppo is PPO without curiosity",
-    "ppo_icm": "PPO with ICM is not built in this project yet; deep_rl_zoo.ppo is PPO without curiosity",
     "rainbow_dqn": "the original's rainbow_dqn is deep_rl_zoo.rainbow here",
 }
 
