@@ -139,7 +139,7 @@ def _run(*args, cwd):
 @pytest.mark.parametrize(
     "module, message",
     [
-        ("deep_rl_zoo.ppo_rnd.run_classic", "PPO with RND is not built in this project yet"),
+        ("deep_rl_zoo.ngu.run_classic", "NGU is not built in this project yet"),
         ("deep_rl_zoo.ngu.run_atari", "NGU is not built"),
         ("deep_rl_zoo.agent57.eval_agent", "Agent57 is not built"),
         ("deep_rl_zoo.rainbow_dqn.run_classic", "is deep_rl_zoo.rainbow here"),
