@@ -60,3 +60,26 @@ for device in ${LEARNER_DEVICES:-cuda cpu}; do
   echo "learner on $device: $(( $(date +%s) - start )) s wall;" \
     "train env steps/s $("$PYTHON" -c "import csv,sys; print(list(csv.DictReader(open(sys.argv[1])))[-1]['train_steps_per_second'])" "$csv")"
 done
+
+# 4. PPO-RND on Montezuma's Revenge (issue 11): the long run, with run_atari's defaults (Burda et al.'s
+#    setting: 4 minibatches per epoch) and as many actors as the machine has cores, networks on the GPU.
+#    RND_STEPS (default 4,000,000 env steps = 16M frames, about an hour on 16 cores) sets the budget;
+#    RND_STEPS=0 skips it. Screenshots of every 50th game per actor show the rooms reached; the CSV has
+#    the extrinsic return per iteration and the learner's intrinsic-reward statistics.
+RND_STEPS="${RND_STEPS:-4000000}"
+if [ "$RND_STEPS" -gt 0 ]; then
+  echo "== 4. PPO-RND MontezumaRevenge, $RND_STEPS env steps"
+  csv="$OUT_DIR/ppo_rnd_montezuma.csv"
+  rm -f "$csv"
+  ( cd "$OUT_DIR" && "$PYTHON" -m deep_rl_zoo.ppo_rnd.run_atari --environment_name=MontezumaRevenge \
+      --num_actors="$(nproc)" --minibatch_size=$(( $(nproc) * 128 / 4 )) --observation_warmup_steps=$(( $(nproc) * 128 * 50 )) --actors_on_gpu --num_iterations=8 --num_train_steps=$(( RND_STEPS / 8 )) \
+      --num_eval_steps=4500 --debug_screenshots_interval=50 --checkpoint_dir="$OUT_DIR/checkpoints_rnd" \
+      --runs_dir="$OUT_DIR/runs" --results_csv_path="$csv" --noshow_progress )
+  "$PYTHON" - "$csv" <<'PY'
+import csv, sys
+for row in csv.DictReader(open(sys.argv[1])):
+    print(row["train_env_steps"], "train return", row["train_mean_episode_return"], "eval", row["eval_mean_episode_return"],
+          "intrinsic reward", row.get("learner_intrinsic_reward_mean"), "raw", row.get("learner_intrinsic_reward_raw_mean"))
+PY
+  echo "screenshots: $OUT_DIR/runs/PPO-RND_MontezumaRevenge*/screenshots (the last screen of every 50th game of each actor)"
+fi

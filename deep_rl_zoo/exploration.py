@@ -171,3 +171,20 @@ def sliding_window_ucb_choice(
         return int(rng.integers(num_arms))
     means = np.bincount(recent_arms, weights=recent_returns, minlength=num_arms) / counts
     return int(np.argmax(means + beta * np.sqrt(1.0 / counts)))
+
+
+def apex_actor_epsilon(actor_index: int, num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) -> float:
+    r"""The fixed exploration epsilon of actor i of N in Ape-X, R2D2 and NGU.
+
+    Paper: Horgan et al. 2018, "Distributed Prioritized Experience Replay" (https://arxiv.org/abs/1803.00933),
+    section 4.1, used unchanged by R2D2 (Kapturowski et al. 2019):
+
+        eps_i = epsilon ** (1 + alpha * i / (N - 1))      (epsilon = 0.4, alpha = 7)
+
+    so actor 0 explores most (0.4) and actor N-1 least (0.4^8 ~ 0.00066); one actor gets epsilon itself.
+    """
+    if not 0 <= actor_index < num_actors:
+        raise ValueError(f"actor_index must be in [0, {num_actors}), got {actor_index}")
+    if num_actors == 1:
+        return float(epsilon)
+    return float(epsilon ** (1.0 + alpha * actor_index / (num_actors - 1)))

@@ -486,6 +486,31 @@ def create_atari_environment(
     return env
 
 
+class TerminalFrames(gym.Wrapper):
+    """Puts the screen of every `interval`-th whole game's last step into `info["terminal_frame"]` (and the
+    game's number into `info["terminal_frame_episode"]`), for debug screenshots taken far from the
+    process that saves them (distributed actors). The screen is `env.render()` when the env renders
+    rgb_array frames, else the observation. Games end where `info["episode"]` appears (see
+    `RecordEpisodeStatistics` above), so a lost life is not one.
+    """
+
+    def __init__(self, env: gym.Env, interval: int):
+        super().__init__(env)
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, got {interval}")
+        self._interval = interval
+        self._games = 0
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if "episode" in info:
+            self._games += 1
+            if self._games % self._interval == 0:
+                frame = self.env.render() if self.env.render_mode == "rgb_array" else observation
+                info = {**info, "terminal_frame": np.asarray(frame), "terminal_frame_episode": self._games}
+        return observation, reward, terminated, truncated, info
+
+
 def check_discrete_action_space(env: gym.Env, agent_name: str) -> None:
     """Raises a ConfigError unless `env` has a `Discrete` action space (DQN-family agents).
 

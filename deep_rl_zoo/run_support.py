@@ -608,7 +608,10 @@ def _build_actor_process_side(
 ) -> tuple[gym.Env, Agent, torch.nn.Module]:
     """Runs in the actor process: its training env, then the algorithm's actor for it."""
     seed_everything(seed, num_threads=1)
-    env = make_environment(config, seed, train=True)
+    interval = config.debug_screenshots_interval
+    env = make_environment(config, seed, train=True, render_mode="rgb_array" if interval > 0 else None)
+    if interval > 0:  # the frames travel to the learner with the episode statistics
+        env = gym_env.TerminalFrames(env, interval)
     actor, module = build_actor(config, env, device, link, seed)
     return env, actor, module
 

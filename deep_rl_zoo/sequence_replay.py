@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from deep_rl_zoo import replay as replay_lib
+
 
 class SequenceStep(NamedTuple):
     """One env step as the sequence replay stores it."""
@@ -93,3 +95,238 @@ class SequenceReplay:
         starts = oldest + self._rng.integers(0, self.num_sequences, size=batch_size)  # [B]
         slots = (starts[None, :] + np.arange(self._sequence_length)[:, None]) % self._capacity  # [T, B]
         return SequenceStep(*(array[slots] for array in self._storage))
+
+
+# ----------------------------------------------------------------------------------------------------
+# R2D2's prioritized replay of overlapping sequences from many actors
+
+
+class SequenceBlock(NamedTuple):
+    """`period` consecutive steps of one actor's stream: what an R2D2 actor sends to the learner.
+
+    An actor's stream is every timestep it sees, episodes following each other (`first` marks where
+    one starts), so two consecutive blocks of an actor form one replayed sequence of 2 * period steps.
+    """
+
+    actor_index: int
+    observation: np.ndarray  # [P, ...] o_k; on Atari only the newest frame of each stack, [P, H, W]
+    action: np.ndarray  # [P] int64, a_k taken at o_k (0 on the last step of an episode: never learned)
+    reward: np.ndarray  # [P] float32, r_k received on arriving in o_k (0 when first)
+    terminated: np.ndarray  # [P] bool, o_k is a true terminal state
+    truncated: np.ndarray  # [P] bool, the episode was cut by a time limit at o_k
+    first: np.ndarray  # [P] bool, o_k starts an episode (the recurrent state is zeroed before it)
+    core_state: tuple  # (h [H], c [H]) float32: the actor's LSTM state before it read o_0
+
+
+class ReplayedSequences(NamedTuple):
+    """A batch of sampled sequences, time-major, with what prioritized replay needs."""
+
+    observation: np.ndarray  # [T, B, ...] (Atari: stacks rebuilt from the stored frames)
+    action: np.ndarray  # [T, B] int64
+    reward: np.ndarray  # [T, B] float32
+    terminated: np.ndarray  # [T, B] bool
+    truncated: np.ndarray  # [T, B] bool
+    first: np.ndarray  # [T, B] bool
+    core_state: tuple  # (h [B, H], c [B, H]): the stored LSTM state before step 0 of each sequence
+    indices: np.ndarray  # [B] slots, for `update_priorities`
+    weights: np.ndarray  # [B] float32 importance-sampling weights, max 1
+    steps: np.ndarray  # [T, B] int64 step numbers (in the order steps were added, over all actors)
+
+
+class _StoredSequence(NamedTuple):
+    steps: np.ndarray  # [W] int64 absolute step numbers: S - 1 steps of stack history, then T steps
+    h: np.ndarray  # [H]
+    c: np.ndarray  # [H]
+
+
+class PrioritizedSequenceReplay:
+    """R2D2's replay (Kapturowski et al. 2019, https://openreview.net/forum?id=r1lyTjAqYX): sequences of
+    `sequence_length` steps, adjacent ones of an actor overlapping by half, each with the LSTM state
+    the actor had before its first step, sampled in proportion to priority^alpha.
+
+    Every step is stored once, in a ring of `capacity` steps shared by all actors (on Atari only the
+    newest frame of each observation; `stack_size` frames are put back together when sampled). A
+    sequence stores the step numbers it covers and its LSTM state, so overlapping sequences share their
+    steps. Blocks of P = sequence_length / 2 steps arrive from actors in any interleaving; the blocks
+    j - 1 and j of one actor make a sequence:
+
+        actor 3's stream   | block j-2 | block j-1 | block j |
+        sequence              [s s s]  |<----- T = 2P ----->|   core state: the one sent with block j-1
+                              S - 1 steps of stack history (Atari), never learned from
+
+    An actor's first block makes no sequence of its own (it is the first half of the next one); an
+    actor's stream begins with an episode's first step, so its missing history is never looked at
+    (reset padding). A sequence is dropped (priority 0) as soon as the ring overwrites its oldest step.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        sequence_length: int,
+        priority_exponent: float,
+        rng: np.random.Generator,
+        stack_size: int = 1,
+    ) -> None:
+        """
+        Args:
+          capacity: env steps kept (over all actors).
+          sequence_length: T, steps per replayed sequence (burn-in included); even, >= 2.
+          priority_exponent: alpha, 0 samples uniformly.
+          stack_size: S, frames per observation when blocks carry only the newest frame (Atari); 1 when
+            blocks carry whole observations.
+        """
+        if sequence_length < 2 or sequence_length % 2:
+            raise ValueError(f"sequence_length must be even and >= 2, got {sequence_length}")
+        if stack_size < 1:
+            raise ValueError(f"stack_size must be >= 1, got {stack_size}")
+        period = sequence_length // 2
+        if capacity < sequence_length + stack_size:
+            raise ValueError(f"capacity {capacity} cannot hold one sequence of {sequence_length}")
+        self._capacity = int(capacity)
+        self._sequence_length = int(sequence_length)
+        self._period = period
+        self._stack_size = int(stack_size)
+        self._rng = rng
+        self._steps: dict[str, np.ndarray] = {}  # allocated on the first block
+        self._num_steps_added = 0
+        sequence_capacity = max(1, capacity // period)
+        self._sequences = replay_lib.PrioritizedReplay(sequence_capacity, priority_exponent, rng)
+        self._oldest = np.zeros(sequence_capacity, np.int64)  # the oldest step each sequence needs
+        self._alive = np.zeros(sequence_capacity, bool)
+        self._num_sequences_added = 0
+        # Per actor: the step numbers of its last P + S - 1 steps and the core state of its last block.
+        self._history: dict[int, tuple[np.ndarray, tuple]] = {}
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return self._rng
+
+    @property
+    def period(self) -> int:
+        return self._period
+
+    @property
+    def sequence_length(self) -> int:
+        return self._sequence_length
+
+    @property
+    def num_steps(self) -> int:
+        """Env steps stored."""
+        return min(self._num_steps_added, self._capacity)
+
+    @property
+    def num_sequences(self) -> int:
+        """Sequences that can be sampled (not yet dropped)."""
+        return int(self._alive.sum())
+
+    @property
+    def nbytes(self) -> int:
+        return (
+            sum(a.nbytes for a in self._steps.values())
+            + self._sequences.nbytes
+            + self._oldest.nbytes
+            + self._alive.nbytes
+        )
+
+    def add_block(self, block: SequenceBlock) -> None:
+        """Stores the block's steps and, from the actor's second block on, the sequence it completes."""
+        length = len(block.first)
+        if length != self._period:
+            raise ValueError(f"a block must hold {self._period} steps, got {length}")
+        fields = {name: np.asarray(getattr(block, name)) for name in _STEP_FIELDS}
+        if not self._steps:
+            for name, value in fields.items():
+                self._steps[name] = np.zeros((self._capacity, *value.shape[1:]), value.dtype)
+        steps = self._num_steps_added + np.arange(length, dtype=np.int64)
+        for name, value in fields.items():
+            self._steps[name][steps % self._capacity] = value
+        self._num_steps_added += length
+        horizon = self._num_steps_added - self._capacity  # steps before this are overwritten
+
+        history_length = self._period + self._stack_size - 1
+        previous = self._history.get(block.actor_index)
+        if previous is not None and previous[0][0] < horizon:
+            previous = None  # that actor's last block was overwritten meanwhile: start afresh
+        if previous is None:
+            padded = np.concatenate([np.full(history_length, steps[0]), steps])
+        else:
+            history, core_state = previous
+            window = np.concatenate([history, steps])  # [P + S - 1 + P] = [T + S - 1]
+            self._add_sequence(window, core_state)
+            padded = window
+        state = tuple(np.asarray(x, np.float32) for x in block.core_state)
+        self._history[block.actor_index] = (padded[-history_length:], state)
+
+        dead = np.flatnonzero(self._alive & (self._oldest < horizon))
+        if dead.size:
+            self._sequences.update_priorities(dead, np.zeros(dead.size))
+            self._alive[dead] = False
+
+    def _add_sequence(self, window: np.ndarray, core_state: tuple) -> None:
+        slot = self._num_sequences_added % self._sequences.capacity
+        self._sequences.add(_StoredSequence(window, core_state[0], core_state[1]))
+        self._oldest[slot] = window[0]
+        self._alive[slot] = True
+        self._num_sequences_added += 1
+
+    def sample(self, batch_size: int, importance_sampling_exponent: float) -> ReplayedSequences:
+        """`batch_size` sequences drawn in proportion to priority^alpha, with their IS weights."""
+        if self.num_sequences < 1:
+            raise ValueError("the replay holds no complete sequence yet")
+        sample = self._sequences.sample(batch_size, importance_sampling_exponent)
+        window = sample.items.steps.T % self._capacity  # [W, B] ring slots
+        s = self._stack_size
+        slots = window[s - 1 :]  # [T, B]
+        first = self._steps["first"][window]  # [W, B]
+        observation = self._steps["observation"]
+        if s == 1:
+            observations = observation[slots]
+        else:
+            observations = _stacks(observation, window, first, s)
+        return ReplayedSequences(
+            observation=observations,
+            action=self._steps["action"][slots],
+            reward=self._steps["reward"][slots],
+            terminated=self._steps["terminated"][slots],
+            truncated=self._steps["truncated"][slots],
+            first=first[s - 1 :],
+            core_state=(sample.items.h, sample.items.c),
+            indices=sample.indices,
+            weights=sample.weights,
+            steps=sample.items.steps.T[s - 1 :],
+        )
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """Sets the priorities of sampled sequences; sequences dropped since keep priority 0."""
+        priorities = np.where(self._alive[indices], priorities, 0.0)
+        self._sequences.update_priorities(indices, priorities)
+
+    def priorities(self) -> np.ndarray:
+        """priority^alpha of every sequence slot in use (for tests)."""
+        return self._sequences.priorities()
+
+
+_STEP_FIELDS = ("observation", "action", "reward", "terminated", "truncated", "first")
+
+
+def _stacks(frames: np.ndarray, window: np.ndarray, first: np.ndarray, stack_size: int) -> np.ndarray:
+    """The frame stacks of the last T = W - S + 1 steps of each window, as the env built them:
+    `FrameStackObservation(padding_type="reset")` repeats an episode's first frame before it.
+
+    Args:
+      frames: the ring of newest frames, [C, H, W].
+      window: [W, B] ring slots, S - 1 steps of history then the T steps.
+      first: [W, B] bool.
+
+    Returns:
+      [T, B, S, H, W], oldest frame first in each stack.
+    """
+    num_window, batch_size = window.shape
+    positions = np.arange(num_window)[:, None]
+    last_first = np.maximum.accumulate(np.where(first, positions, -1), axis=0)  # [W, B]
+    current = np.arange(stack_size - 1, num_window)  # [T] window position of each step
+    stack = current[:, None] - (stack_size - 1) + np.arange(stack_size)[None, :]  # [T, S]
+    # A stack position before the latest episode start (at or before the current step) shows that start.
+    stack = np.maximum(stack[:, :, None], last_first[current][:, None, :])  # [T, S, B]
+    gathered = frames[window[stack, np.arange(batch_size)[None, None, :]]]  # [T, S, B, H, W]
+    return gathered.transpose(0, 2, 1, *range(3, gathered.ndim))

@@ -803,7 +803,7 @@ def _impala_unroll(states, actions, behaviour_logits, rewards, terminated=None, 
     first[0] = True
     if valid is not None:
         first[1:][~np.asarray(valid)] = True  # the state after an episode's last one starts the next
-    return impala_agent.ImpalaUnroll(
+    return unrolls.Unroll(
         actor_index=0,
         parameter_version=1,
         observation=np.array(states, np.float32)[:, None],

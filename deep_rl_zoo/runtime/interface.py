@@ -221,6 +221,9 @@ class ActorLinkBase(abc.ABC):
                     "episode_length": int(np.asarray(episode["l"])),
                 }
             )
+            if "terminal_frame" in timestep.info:  # --debug_screenshots_interval (gym_env.TerminalFrames)
+                self._episodes[-1]["terminal_frame"] = timestep.info["terminal_frame"]
+                self._episodes[-1]["terminal_frame_episode"] = timestep.info["terminal_frame_episode"]
         if self._total_steps % 256 == 0 and self.should_stop():
             raise StopActor()  # an actor that rarely sends still ends promptly
 

@@ -166,6 +166,9 @@ def _log_actor_message(
     logger: trackers.RunLogger, message: ActorMessage, step: int, train_returns: list[float]
 ) -> None:
     for episode in message.episodes:
+        if "terminal_frame" in episode:  # every N-th game of this actor, with --debug_screenshots_interval
+            frame, number = episode.pop("terminal_frame"), episode.pop("terminal_frame_episode")
+            logger.screenshot(f"actor_{message.actor_index}", frame, step, number)
         train_returns.append(episode["episode_return"])
         logger.scalars("train", episode, step)
         if message.actor_index < MAX_LOGGED_ACTORS:

@@ -1,0 +1,31 @@
+"""Plays a trained PPO-RND agent greedily (its most probable action) and records a video of the first
+episode: `python -m deep_rl_zoo.ppo_rnd.eval_agent --environment_name=MountainCar-v0 --load_checkpoint_file=latest`.
+"""
+
+import dataclasses
+
+from deep_rl_zoo import run_support
+from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+from deep_rl_zoo.ppo_rnd.agent import PpoRnd
+from deep_rl_zoo.ppo_rnd.train import PpoRndConfig, acting_policy, build_network
+
+
+def main(config: EvalConfig) -> list[float]:
+    def build_actor(env, device, checkpoint):
+        # Rebuild the trained architecture (and its normaliser) from the run's own flags.
+        names = {f.name for f in dataclasses.fields(PpoRndConfig)}
+        trained = checkpoint["config"] if checkpoint else {}
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names}
+        values["environment_name"] = config.environment_name
+        network = build_network(PpoRndConfig(**values), env)
+        if checkpoint is not None:
+            network.load_state_dict(checkpoint["agent"]["network"])
+        network.to(device).eval()
+        return PolicyGreedyActor(acting_policy(network), device, PpoRnd.agent_name)
+
+    return run_support.evaluate(config, PpoRnd.agent_name, build_actor)
+
+
+if __name__ == "__main__":
+    run_script(EvalConfig, {"environment_name": "MountainCar-v0"}, main)

@@ -1,0 +1,30 @@
+"""Plays a trained R2D2 greedily (carrying its LSTM state) and records a video:
+`python -m deep_rl_zoo.r2d2.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
+"""
+
+import numpy as np
+
+from deep_rl_zoo import run_support
+from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
+from deep_rl_zoo.r2d2.agent import R2d2
+from deep_rl_zoo.r2d2.train import build_network
+
+
+def main(config: EvalConfig) -> list[float]:
+    def build_actor(env, device, checkpoint):
+        num_actions = int(env.action_space.n)
+        saved_config = checkpoint["config"] if checkpoint else {}
+        network = build_network(saved_config, env.observation_space.shape, num_actions)
+        if checkpoint is not None:
+            network.load_state_dict(checkpoint["agent"]["network"])
+        network.to(device).eval()
+        epsilon = run_support.eval_exploration_epsilon(config)
+        rng = np.random.default_rng(config.seed)
+        return RecurrentEpsilonGreedyActor(network, num_actions, epsilon, rng, device, R2d2.agent_name)
+
+    return run_support.evaluate(config, R2d2.agent_name, build_actor)
+
+
+if __name__ == "__main__":
+    run_script(EvalConfig, {}, main)

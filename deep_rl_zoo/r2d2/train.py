@@ -1,0 +1,191 @@
+"""R2D2's configuration, its learner and actor builders, and the `main` every run script shares."""
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from deep_rl_zoo import exploration, run_support
+from deep_rl_zoo.config import field
+from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
+from deep_rl_zoo.errors import require
+from deep_rl_zoo.networks import common
+from deep_rl_zoo.networks.value import DrqnNetwork
+from deep_rl_zoo.r2d2.agent import R2d2, R2d2Actor
+from deep_rl_zoo.runtime import LearnerLink
+from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
+
+
+@dataclasses.dataclass(frozen=True)
+class R2d2Config(run_support.DistributedConfig):
+    """R2D2 hyper-parameters. run_atari uses the paper's (Kapturowski et al. 2019, table 2); the defaults
+    below are the classic-control ones, chosen here for CartPole-v1.
+
+    Paper's settings kept everywhere: Ape-X epsilons 0.4^(1 + 7 i / (N - 1)), priority exponent 0.9,
+    importance-sampling exponent 0.6, priorities 0.9 max + 0.1 mean |td|, 5-step double-Q targets with
+    h(x) = sign(x)(sqrt(|x| + 1) - 1) + 0.001 x, sequences overlapping by half, burn-in from the stored
+    LSTM state, a target copy every fixed number of gradient steps.
+
+    Classic control: sequences of 20 steps (burn-in 10, so 9 learned transitions, a block every 10 env
+    steps) in place of Atari's 80 (burn-in 40): a CartPole state is fully described by 4 numbers, so
+    there is little to remember beyond a few steps, and the learner's cost grows with the sequence
+    length on a CPU; DRQN here solves CartPole with 8 burn-in + 8 learned steps. The network, learning
+    rate and target period are those tuned for DRQN on CartPole (MLP 128, LSTM 128, ReLU 128 before the
+    head, Adam 1e-3, discount 0.99).
+    """
+
+    num_actors: int = field(4, "Actor processes, each with its own environment, network copy and epsilon.")
+    sequence_length: int = field(
+        20, "Steps per replayed sequence, burn-in included (even: an actor's sequences overlap by half)."
+    )
+    burn_in: int = field(10, "Leading steps of each sequence that only warm up the stored LSTM state.")
+    lstm_size: int = field(128, "Units of the LSTM layer.")
+    hidden_sizes: tuple[int, ...] = field((128,), "Hidden layer sizes of the MLP before the LSTM (classic).")
+    head_hidden_sizes: tuple[int, ...] = field((128,), "ReLU layers between the LSTM and the linear Q head.")
+    replay_capacity: int = field(100_000, "Env steps the replay holds (kept across iterations).")
+    min_replay_size: int = field(1_000, "Env steps stored before the first gradient step.")
+    batch_size: int = field(32, "Sequences per gradient step.")
+    updates_per_env_step: float = field(0.25, "Gradient steps per env step received (replay ratio).")
+    learning_rate: float = field(1e-3, "Adam learning rate.")
+    adam_eps: float = field(1e-8, "Adam epsilon.")
+    discount: float = field(0.99, "Discount factor gamma.")
+    n_step: int = field(5, "Steps of the bootstrapped return.")
+    target_network_update_period: int = field(100, "Gradient steps between two target-network copies.")
+    priority_exponent: float = field(0.9, "alpha: sequences are replayed in proportion to priority^alpha.")
+    importance_sampling_exponent: float = field(0.6, "beta of the importance-sampling weights.")
+    priority_eta: float = field(0.9, "A sequence's priority: eta max |td| + (1 - eta) mean |td|.")
+    value_rescaling_eps: float = field(1e-3, "The linear term of the value rescaling h.")
+    actor_epsilon: float = field(
+        0.4, "Ape-X actor epsilons: actor_epsilon^(1 + actor_epsilon_alpha i / (N-1))."
+    )
+    actor_epsilon_alpha: float = field(7.0, "Ape-X actor epsilons' spread (see --actor_epsilon).")
+    eval_exploration_epsilon: float = field(0.0, "Epsilon of the greedy evaluation.")
+    max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in (
+            "sequence_length",
+            "lstm_size",
+            "replay_capacity",
+            "batch_size",
+            "updates_per_env_step",
+            "learning_rate",
+            "n_step",
+            "target_network_update_period",
+            "value_rescaling_eps",
+        ):
+            require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        require(
+            self.sequence_length >= 4 and self.sequence_length % 2 == 0,
+            f"--sequence_length must be even and >= 4 (sequences overlap by half), got {self.sequence_length}",
+        )
+        require(
+            0 <= self.burn_in <= self.sequence_length - 2,
+            f"--burn_in must be in [0, --sequence_length - 2 = {self.sequence_length - 2}] to leave a "
+            f"transition to learn from, got {self.burn_in}",
+        )
+        require(self.min_replay_size >= 0, f"--min_replay_size must be >= 0, got {self.min_replay_size}")
+        require(
+            self.min_replay_size <= self.replay_capacity,
+            f"--min_replay_size={self.min_replay_size} is larger than --replay_capacity={self.replay_capacity}",
+        )
+        require(
+            self.batch_size * self.sequence_length // 2 <= self.replay_capacity,
+            f"--replay_capacity={self.replay_capacity} cannot hold --batch_size={self.batch_size} sequences "
+            f"of --sequence_length={self.sequence_length} overlapping by half",
+        )
+        for name in ("discount", "priority_eta", "actor_epsilon", "eval_exploration_epsilon"):
+            value = getattr(self, name)
+            require(0.0 <= value <= 1.0, f"--{name} must be in [0, 1], got {value}")
+        for name in (
+            "priority_exponent",
+            "importance_sampling_exponent",
+            "actor_epsilon_alpha",
+            "max_grad_norm",
+        ):
+            value = getattr(self, name)
+            require(value >= 0.0, f"--{name} must be >= 0, got {value}")
+
+
+def build_network(config_values: dict, observation_shape, num_actions: int) -> DrqnNetwork:
+    """The network a config (as saved in a checkpoint: a dict) describes; shared with eval_agent."""
+    return DrqnNetwork(
+        observation_shape,
+        num_actions,
+        tuple(config_values.get("hidden_sizes", R2d2Config.hidden_sizes)),
+        config_values.get("lstm_size", R2d2Config.lstm_size),
+        tuple(config_values.get("head_hidden_sizes", R2d2Config.head_hidden_sizes)),
+    )
+
+
+def _stack_size(observation_shape) -> int:
+    """Frames per observation on Atari (the replay keeps only the newest of each); 1 otherwise."""
+    return int(observation_shape[0]) if common.is_image_observation(observation_shape) else 1
+
+
+def build_learner(config: R2d2Config, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+    """The learner (online and target networks, prioritized sequence replay) and a greedy evaluation actor."""
+    shape, num_actions = env.observation_space.shape, int(env.action_space.n)
+    network = build_network(dataclasses.asdict(config), shape, num_actions).to(device)
+    rng = np.random.default_rng(config.seed)
+    replay = PrioritizedSequenceReplay(
+        config.replay_capacity,
+        config.sequence_length,
+        config.priority_exponent,
+        np.random.default_rng(rng.integers(2**63)),
+        stack_size=_stack_size(shape),
+    )
+    learner = R2d2(
+        network=network,
+        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        replay=replay,
+        burn_in=config.burn_in,
+        batch_size=config.batch_size,
+        min_replay_size=config.min_replay_size,
+        updates_per_env_step=config.updates_per_env_step,
+        discount=config.discount,
+        n_step=config.n_step,
+        target_network_update_period=config.target_network_update_period,
+        importance_sampling_exponent=config.importance_sampling_exponent,
+        priority_eta=config.priority_eta,
+        rescaling_eps=config.value_rescaling_eps,
+        max_grad_norm=config.max_grad_norm,
+        device=device,
+    )
+    eval_actor = RecurrentEpsilonGreedyActor(
+        network,
+        num_actions,
+        config.eval_exploration_epsilon,
+        np.random.default_rng(rng.integers(2**63)),
+        device,
+        R2d2.agent_name,
+    )
+    return run_support.DistributedAgents(learner, eval_actor)
+
+
+def build_actor(config: R2d2Config, env: gym.Env, device: torch.device, link: LearnerLink, seed: int):
+    """Runs in each actor process: a copy of the network, acting with the actor's own Ape-X epsilon."""
+    shape, num_actions = env.observation_space.shape, int(env.action_space.n)
+    network = build_network(dataclasses.asdict(config), shape, num_actions).to(device).requires_grad_(False)
+    actor = R2d2Actor(
+        network=network,
+        link=link,
+        num_actions=num_actions,
+        epsilon=exploration.apex_actor_epsilon(
+            link.actor_index, config.num_actors, config.actor_epsilon, config.actor_epsilon_alpha
+        ),
+        period=config.sequence_length // 2,
+        image_observations=common.is_image_observation(shape),
+        rng=np.random.default_rng(seed),
+        device=device,
+        agent_name=R2d2.agent_name,
+    )
+    return actor, network
+
+
+def main(config: R2d2Config):
+    return run_support.train_distributed(
+        config, R2d2.agent_name, lambda env, device: build_learner(config, env, device), build_actor
+    )
