@@ -89,7 +89,9 @@ def _run_on_a_two_node_cluster(tmp_path, driver: str, env: dict | None = None) -
             f"""
         set -e
         ip link set lo up
-        export RAY_USAGE_STATS_ENABLED=0 PYTHONPATH={REPO_ROOT} ADDRESS=127.0.0.1:{port}
+        # Token auth off: a ~/.ray/auth_token left by any earlier local Ray run made the nodes demand a token
+        # the driver did not send (InvalidAuthToken). Loopback inside a private namespace needs none.
+        export RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled PYTHONPATH={REPO_ROOT} ADDRESS=127.0.0.1:{port}
         {ray} start --head --port={port} --node-ip-address=127.0.0.1 --num-cpus=1 \\
             --include-dashboard=false --disable-usage-stats --temp-dir={ray_dir} > {tmp_path}/head.log 2>&1
         {ray} start --address=127.0.0.1:{port} --node-ip-address=127.0.0.1 --num-cpus=4 \\
