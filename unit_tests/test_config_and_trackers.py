@@ -22,6 +22,7 @@ def test_impossible_flag_values_are_config_errors(overrides):
         RunConfig(**overrides)
 
 
+@pytest.mark.slow
 def test_every_flag_of_the_dqn_scripts_has_a_help_string():
     result = subprocess.run(
         [sys.executable, "-m", "deep_rl_zoo.dqn.run_classic", "--help"],
