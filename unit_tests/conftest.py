@@ -12,8 +12,9 @@ Tiers (markers declared in pyproject.toml):
   - checks that an agent learns: `@pytest.mark.learning`, also slow by itself.
 
 The rule is enforced, not only written: a test outside the slow tier that starts a Python interpreter or a
-multiprocessing process fails at once, naming the marker it needs, and a quick-tier run lists its tests
-that took over a second so the next person can see what to speed up or move.
+multiprocessing process fails at once (in every run, CI's included), naming the marker it needs, and every
+run lists the quick tests that took over a second, so the next person sees what to speed up or move.
+Other subprocesses (git, ffmpeg) are allowed: they start in milliseconds.
 """
 
 import multiprocessing.process
@@ -28,6 +29,7 @@ SLOW_MARKERS = ("slow", "smoke", "learning")  # any of them puts a test in the s
 QUICK_TEST_SECONDS = 1.0  # a quick-tier test slower than this is listed at the end of the run
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects anything
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow") is None and any(item.get_closest_marker(m) for m in SLOW_MARKERS):
