@@ -5,7 +5,8 @@ and wait for new parameters. The learner (`Ppo`) takes one unroll from every act
 computes GAE advantages and lambda-return targets with the parameters that collected the data, then
 runs K epochs over shuffled minibatches of the clipped surrogate, value and entropy terms, and
 publishes the new parameters. Advantages are normalised per minibatch; a time-limit truncation
-bootstraps from the value of the cut-off state.
+bootstraps from the value of the cut-off state. The optimisation itself (`PpoOptimisation`) and the
+batching (`sorted_batch`) are shared with PPO-RND and PPO-ICM, which differ in advantages and losses.
 """
 
 from collections.abc import Callable
