@@ -122,3 +122,30 @@ class PolicyGreedyActor:
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+
+@torch.inference_mode()
+def greedy_actions(network: nn.Module, observations: np.ndarray, device: torch.device) -> np.ndarray:
+    """int64 [N]: arg-max_a Q(observation_i, a) for a batch [N, ...] of observations, in one forward."""
+    x = torch.as_tensor(observations, device=device)
+    return network(x).q_values.argmax(dim=1).cpu().numpy().astype(np.int64)
+
+
+def epsilon_greedy_actions(
+    network: nn.Module,
+    observations: np.ndarray,
+    epsilon: float,
+    num_actions: int,
+    rng: np.random.Generator,
+    device: torch.device,
+) -> np.ndarray:
+    """`epsilon_greedy_action` for a batch [N, ...] of observations (one env each), one forward for all
+    the envs that do not explore. With N = 1 it draws from `rng` exactly as `epsilon_greedy_action`."""
+    num_envs = len(observations)
+    explore = rng.random(num_envs) < epsilon
+    actions = np.empty(num_envs, dtype=np.int64)
+    if explore.any():
+        actions[explore] = rng.integers(num_actions, size=int(explore.sum()))
+    if not explore.all():
+        actions[~explore] = greedy_actions(network, observations[~explore], device)
+    return actions

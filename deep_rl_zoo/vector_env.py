@@ -270,6 +270,15 @@ class AtariVectorEnvironment:
         reward = float(np.sign(raw_reward)) if self._clip_reward else raw_reward
         return TimeStep(self._stacks[i].copy(), reward, terminated, truncated, False, step_info)
 
+    @property
+    def observation_space(self) -> gym.Space:
+        """One env's observation space (what agents are built for), as on a single env."""
+        return self.single_observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        return self.single_action_space
+
     def close(self) -> None:
         self._env.close()
 
@@ -304,10 +313,21 @@ class SerialVectorEnvironment:
                 timestep = TimeStep(observation, 0.0, False, False, True, info)
             else:
                 observation, reward, terminated, truncated, info = env.step(_one_action(actions, i))
-                timestep = TimeStep(observation, float(reward), bool(terminated), bool(truncated), False, info)
+                timestep = TimeStep(
+                    observation, float(reward), bool(terminated), bool(truncated), False, info
+                )
             self._ended[i] = timestep.last
             timesteps.append(timestep)
         return timesteps
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """One env's observation space (what agents are built for), as on a single env."""
+        return self.single_observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        return self.single_action_space
 
     def close(self) -> None:
         for env in self._envs:
@@ -316,4 +336,8 @@ class SerialVectorEnvironment:
 
 def _one_action(actions: Any, i: int) -> Any:
     action = actions[i]
-    return int(action) if np.ndim(action) == 0 and np.issubdtype(np.asarray(action).dtype, np.integer) else action
+    return (
+        int(action)
+        if np.ndim(action) == 0 and np.issubdtype(np.asarray(action).dtype, np.integer)
+        else action
+    )
