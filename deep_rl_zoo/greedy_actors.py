@@ -1,5 +1,7 @@
 """Evaluation actors: act (almost) greedily with a network shared with, or loaded for, the learner."""
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from torch import nn
@@ -34,6 +36,13 @@ class EpsilonGreedyActor:
     def step(self, timestep: TimeStep) -> int:
         return epsilon_greedy_action(
             self._network, timestep.observation, self._epsilon, self._num_actions, self._rng, self._device
+        )
+
+    def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
+        """Actions [N] for one timestep of each of N envs, with one batched forward."""
+        observations = np.stack([timestep.observation for timestep in timesteps])
+        return epsilon_greedy_actions(
+            self._network, observations, self._epsilon, self._num_actions, self._rng, self._device
         )
 
     def reset(self) -> None:
