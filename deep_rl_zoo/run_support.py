@@ -659,6 +659,10 @@ def _build_actor_process_side(
     """Runs in the actor process: its training env, then the algorithm's actor for it."""
     seed_everything(seed, num_threads=1)
     interval = config.debug_screenshots_interval
+    if config.num_envs > 1:
+        env = make_train_environment(config, seed, agent_name=config.environment_name)
+        actor, module = build_actor(config, env, device, link, seed)
+        return env, actor, module
     env = make_environment(config, seed, train=True, render_mode="rgb_array" if interval > 0 else None)
     if interval > 0:  # the frames travel to the learner with the episode statistics
         env = gym_env.TerminalFrames(env, interval)
@@ -695,10 +699,14 @@ def train_distributed(
     build_learner: Callable[[gym.Env, torch.device], DistributedAgents],
     build_actor: Callable,
     action_space: str = "discrete",
+    batched_actors: bool = False,
 ) -> main_loop.LoopState:
     """Runs a distributed training run (one learner process, `config.num_actors` actors).
 
     Args:
+      batched_actors: the agent's actors can step `--num_envs` envs each (`UnrollActor.step_batch` with
+        a feed-forward policy) and its learner takes their lists of unrolls; else --num_envs > 1 is
+        refused in one line.
       build_learner: in the learner process, from an env (for its spaces) and the learner device.
       build_actor: module-level function `(config, env, device, link, seed) -> (actor, actor_module)`,
         called in each actor process; `actor_module` has the architecture of the learner's
@@ -708,9 +716,12 @@ def train_distributed(
     """
     environment_id = gym_env.resolve_environment_name(config.environment_name)
     require(
-        config.num_envs == 1,
-        f"--num_envs={config.num_envs}: {agent_name}'s actors step one env each in this version; "
-        "use --num_actors for more envs",
+        config.num_envs == 1 or batched_actors,
+        f"--num_envs={config.num_envs}: {agent_name}'s actors step one env each; use --num_actors for more envs",
+    )
+    require(
+        config.num_envs == 1 or config.debug_screenshots_interval == 0,
+        "--debug_screenshots_interval needs --num_envs=1 (screens come from a single env's renderer)",
     )
     device = resolve_device(config.device)
     if config.backend == "ray":

@@ -109,7 +109,9 @@ def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_
         rng=np.random.default_rng(config.seed),
         device=device,
         observation_normalizer=network.normalizer if config.normalize_observations else None,
-        reward_scaler=RewardScaler(config.num_actors, config.discount) if config.normalize_rewards else None,
+        reward_scaler=RewardScaler(config.num_actors * config.num_envs, config.discount)
+        if config.normalize_rewards
+        else None,
         value_clip_epsilon=config.value_clip_epsilon,
     )
     eval_agent = unrolls.ClippedActionActor(
@@ -143,4 +145,5 @@ def main(config: PpoConfig, action_space: str = "discrete"):
         lambda env, device: build_learner(config, env, device),
         build_actor,
         action_space=action_space,
+        batched_actors=True,
     )
