@@ -172,3 +172,122 @@ def test_num_envs_error_is_one_line_with_exit_code_2():
     )
     assert result.returncode == 2
     assert result.stderr.strip() == "error: --num_envs must be positive, got 0"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Distributed actors (UnrollActor) with --num_envs
+
+
+class _FakeLink:
+    """Collects what an actor sends; parameters never change."""
+
+    def __init__(self, actor_index: int):
+        self.actor_index, self.parameter_version, self.sent = actor_index, 1, []
+
+    def send(self, payload) -> None:
+        self.sent.append(payload)
+
+    def wait_for_new_parameters(self) -> None:
+        pass
+
+    def pull_parameters(self) -> None:
+        pass
+
+
+def _sign_policy() -> torch.nn.Module:
+    """CartPole's push-towards-the-fall controller, logits +-1e4 * tanh(1000 * (angle + angular
+    velocity)): beyond 1e-5 from 0 they are +-100 or more, so every sample is the arg-max whatever the
+    generator draws (e^-100 is 0 next to 1 in float64)."""
+    from deep_rl_zoo.networks import policy
+
+    network = policy.MlpActor(4, 2, hidden_sizes=(1,))
+    with torch.no_grad():
+        network.torso[0].weight.copy_(torch.tensor([[0.0, 0.0, 1000.0, 1000.0]]))
+        network.torso[0].bias.zero_()
+        network.policy_head.weight.copy_(torch.tensor([[-1e4], [1e4]]))
+        network.policy_head.bias.zero_()
+    return network
+
+
+def _unroll_actor(link: _FakeLink, seed: int):
+    import gymnasium as gym
+
+    from deep_rl_zoo import unrolls
+
+    return unrolls.UnrollActor(
+        policy=_sign_policy(),
+        link=link,
+        action_space=gym.spaces.Discrete(2),
+        observation_space=gym.spaces.Box(-np.inf, np.inf, (4,), np.float32),
+        unroll_length=8,
+        rng=np.random.default_rng(seed),
+        device=torch.device("cpu"),
+        agent_name="PPO",
+    )
+
+
+def test_unroll_actor_with_two_envs_sends_what_two_one_env_actors_send():
+    from deep_rl_zoo import gym_env
+
+    # Actor 3 with 2 envs (seeds 20, 21; episodes cut at 5 steps, so unrolls hold resets) against two
+    # one-env actors: env i's unrolls are equal field by field, and carry actor_index 3 * 2 + i.
+    def env(seed: int):
+        return gym_env.create_classic_environment("CartPole-v1", seed=seed, max_episode_steps=5)
+
+    link = _FakeLink(actor_index=3)
+    actor = _unroll_actor(link, seed=0)
+    loop = main_loop.run_vector_env_loop(
+        vector_env.SerialVectorEnvironment([env(20), env(21)]), actor, seed=20
+    )
+    for _ in range(2 * 8 * 3 + 2):
+        next(loop)
+    assert len(link.sent) == 3 and all(len(message) == 2 for message in link.sent)
+    for i, seed in enumerate((20, 21)):
+        alone = _FakeLink(actor_index=0)
+        loop = main_loop.run_env_loop(env(seed), _unroll_actor(alone, seed=1), seed=seed)
+        for _ in range(8 * 3 + 1 + 3):  # 24 timesteps fill 3 unrolls (+ the 3 reset timesteps)
+            next(loop)
+        assert len(alone.sent) == 3
+        for together, single in zip([message[i] for message in link.sent], alone.sent, strict=True):
+            assert together.actor_index == 3 * 2 + i
+            for field in ("observation", "action", "reward", "terminated", "truncated", "valid"):
+                np.testing.assert_array_equal(getattr(together, field), getattr(single, field))
+            assert not together.valid.all()  # an episode ended inside: the reset pair is masked
+
+
+@pytest.mark.smoke
+def test_ppo_with_two_envs_per_actor_learns_from_actors_times_envs_unrolls(tmp_path):
+    from deep_rl_zoo.ppo import run_atari
+    from deep_rl_zoo.ppo import train as ppo_train
+
+    config = ppo_train.PpoConfig(
+        **{
+            **run_atari.DEFAULTS,
+            "num_envs": 2,
+            "num_actors": 1,
+            "unroll_length": 8,
+            "minibatch_size": 8,
+            "num_iterations": 1,
+            "num_train_steps": 32,
+            "num_eval_steps": 20,
+            "max_episode_steps": 40,
+            "checkpoint_dir": str(tmp_path / "checkpoints"),
+            "runs_dir": str(tmp_path / "runs"),
+            "use_tensorboard": False,
+            "show_progress": False,
+        }
+    )
+    state = ppo_train.main(config)
+    assert state.train_env_steps == 32  # 2 updates of 1 actor x 2 envs x 8 steps
+    assert (
+        ppo_train.PpoConfig(num_envs=2, num_actors=2, unroll_length=16, minibatch_size=64).minibatch_size
+        == 64
+    )
+
+
+def test_distributed_agents_without_batched_actors_refuse_num_envs(tmp_path):
+    from deep_rl_zoo.impala import train as impala_train
+
+    with pytest.raises(errors.ConfigError, match="--num_envs=2: IMPALA's actors step one env each"):
+        impala_train.main(impala_train.ImpalaConfig(num_envs=2, runs_dir=str(tmp_path / "runs")))
+    assert not (tmp_path / "runs").exists()
