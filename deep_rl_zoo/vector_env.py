@@ -30,7 +30,8 @@ Where the vector Atari path differs from `gym_env.create_atari_environment` (sam
 1. No-op starts: the C++ env draws 0 .. noop_max - 1 no-op frames from its own std::mt19937 seeded by
    the env's seed; gymnasium draws 1 .. noop_max from the env's numpy generator. Same distribution
    shape, other numbers: the two paths start the same seed at different frames (with noop_max=0 they
-   start at the same frame).
+   start at the same frame). Sticky actions (`sticky_action_probability` > 0) likewise draw from each
+   emulator's own generator, seeded differently on the two paths.
 2. FIRE at reset (games whose action 1 is FIRE, Pong and Breakout included): the C++ env presses FIRE
    for one emulator frame after the no-ops; `gym_env.FireOnReset` presses FIRE then action 2, each
    for a whole frame skip.
@@ -189,6 +190,7 @@ class AtariVectorEnvironment:
     def reset(self, seed: int) -> list[TimeStep]:
         frames, info = self._env.reset(seed=int(seed))
         self._autoreset[:] = self._reset_here[:] = self._new_life[:] = False
+        self._stacks = np.empty_like(self._stacks)  # earlier timesteps keep their views of the old one
         everyone = np.ones(self.num_envs, bool)
         self._start(everyone, frames, info)
         return [self._first_timestep(i) for i in range(self.num_envs)]
@@ -204,7 +206,7 @@ class AtariVectorEnvironment:
                 self._episodes[i] = _Episode(start=now)
 
     def _first_timestep(self, i: int) -> TimeStep:
-        return TimeStep(self._stacks[i].copy(), 0.0, False, False, True, {"lives": int(self._lives[i])})
+        return TimeStep(self._stacks[i], 0.0, False, False, True, {"lives": int(self._lives[i])})
 
     def step(self, actions: np.ndarray) -> list[TimeStep]:
         actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
@@ -216,6 +218,8 @@ class AtariVectorEnvironment:
             frames, info = self._reset_some(self._reset_here, frames, info)
             starting |= self._reset_here
         self._autoreset[:] = self._reset_here[:] = self._new_life[:] = False
+        # A new array every round: the timesteps hand out views of it, which must never change later.
+        self._stacks = np.concatenate([self._stacks[:, 1:], frames], axis=1)
         if starting.any():
             self._start(starting, frames, info)
         if new_life.any():
@@ -225,9 +229,6 @@ class AtariVectorEnvironment:
             # A game that ends on this NOOP step is left to the next agent step to report: the C++ env
             # does not reset it before then (a lost life never ends the game in the same frames).
         stepped = ~(starting | new_life)
-        if stepped.any():
-            rolled = np.concatenate([self._stacks[stepped, 1:], frames[stepped]], axis=1)
-            self._stacks[stepped] = rolled
         timesteps = []
         for i in range(self.num_envs):
             timesteps.append(
@@ -256,19 +257,21 @@ class AtariVectorEnvironment:
             or int(info["episode_frame_number"][i]) >= self._frame_cap
         )
         step_info: dict[str, Any] = {"lives": lives}
-        terminated = game_over
+        # As `gym_env.EpisodicLifeEnv`: a lost life is terminal, also when a time limit cuts the game there.
+        life_loss = life_lost and self._terminal_on_life_loss and not game_over
+        terminated = game_over or life_loss
+        if life_loss:
+            step_info["life_loss"] = True
         if game_over or truncated:
             step_info["episode"] = episode.summary()
             if game_over:
                 self._autoreset[i] = True
             else:
                 self._reset_here[i] = True
-        elif life_lost and self._terminal_on_life_loss:
-            terminated = True
-            step_info["life_loss"] = True
+        elif life_loss:
             self._new_life[i] = True
         reward = float(np.sign(raw_reward)) if self._clip_reward else raw_reward
-        return TimeStep(self._stacks[i].copy(), reward, terminated, truncated, False, step_info)
+        return TimeStep(self._stacks[i], reward, terminated, truncated, False, step_info)
 
     @property
     def observation_space(self) -> gym.Space:
