@@ -223,21 +223,30 @@ class AtariVectorEnvironment:
         self._stacks = np.concatenate([self._stacks[:, 1:], frames], axis=1)
         if starting.any():
             self._start(starting, frames, info)
+        ended_on_noop = new_life & terminated
         if new_life.any():
             self._start(new_life, frames, info, new_game=False)
             for i in np.flatnonzero(new_life):  # the unseen NOOP step still scores
                 self._episodes[i].raw_return += float(rewards[i])
-            # A game that ends on this NOOP step is left to the next agent step to report: the C++ env
-            # does not reset it before then (a lost life never ends the game in the same frames).
         stepped = ~(starting | new_life)
         timesteps = []
         for i in range(self.num_envs):
-            timesteps.append(
-                self._first_timestep(i)
-                if not stepped[i]
-                else self._stepped_timestep(i, float(rewards[i]), bool(terminated[i]), info)
-            )
+            if stepped[i]:
+                timesteps.append(self._stepped_timestep(i, float(rewards[i]), bool(terminated[i]), info))
+            elif ended_on_noop[i]:
+                timesteps.append(self._game_over_on_noop(i))
+            else:
+                timesteps.append(self._first_timestep(i))
         return timesteps
+
+    def _game_over_on_noop(self, i: int) -> TimeStep:
+        """The game ended within the NOOP step after a lost life (not seen in practice: a game over
+        comes with the loss of the last life). The env resets next round; this timestep is a one-state
+        episode (first and terminated: nothing to learn from it) that carries the game's statistics,
+        which the trackers skip on a first timestep: the one case a whole game goes uncounted."""
+        self._autoreset[i] = True
+        info = {"lives": int(self._lives[i]), "episode": self._episodes[i].summary()}
+        return TimeStep(self._stacks[i], 0.0, True, False, True, info)
 
     def _reset_some(self, envs: np.ndarray, frames: np.ndarray, info: dict) -> tuple[np.ndarray, dict]:
         """Resets `envs` alone (partial reset); the other envs' frames and info stay this round's."""
