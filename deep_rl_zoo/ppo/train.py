@@ -73,18 +73,18 @@ def check_ranges(
         require(0.0 <= value <= 1.0, f"--{name} must be in [0, 1], got {value}")
     for name in non_negative:
         require(getattr(config, name) >= 0, f"--{name} must be >= 0, got {getattr(config, name)}")
-    batch = config.num_actors * config.unroll_length
+    batch = config.num_actors * config.num_envs * config.unroll_length
     require(
         config.minibatch_size <= batch,
-        f"--minibatch_size={config.minibatch_size} is larger than a batch of --num_actors x --unroll_length"
-        f" = {batch} transitions",
+        f"--minibatch_size={config.minibatch_size} is larger than a batch of --num_actors x --num_envs x "
+        f"--unroll_length = {batch} transitions",
     )
 
 
 def learning_rate_schedule(config: run_support.DistributedConfig) -> LinearSchedule:
     """Adam's learning rate over the env steps learned from: `--learning_rate` throughout, or decayed
     linearly to 0 at the run's last update with `--anneal_learning_rate`."""
-    batch = config.num_actors * config.unroll_length
+    batch = config.num_actors * config.num_envs * config.unroll_length  # transitions per update
     num_updates = config.num_iterations * math.ceil(config.num_train_steps / batch)
     return LinearSchedule(
         begin_value=config.learning_rate,
@@ -130,7 +130,9 @@ def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_
         rng=np.random.default_rng(config.seed),
         device=device,
         observation_normalizer=network.normalizer if config.normalize_observations else None,
-        reward_scaler=RewardScaler(config.num_actors, config.discount) if config.normalize_rewards else None,
+        reward_scaler=RewardScaler(config.num_actors * config.num_envs, config.discount)
+        if config.normalize_rewards
+        else None,
         value_clip_epsilon=config.value_clip_epsilon,
     )
     eval_agent = unrolls.ClippedActionActor(
@@ -179,4 +181,5 @@ def main(config: PpoConfig, action_space: str = "discrete"):
         lambda env, device: build_learner(config, env, device),
         build_actor,
         action_space=action_space,
+        batched_actors=True,
     )
