@@ -351,9 +351,9 @@ MUTANTS = [
     Mutant(
         "ppo/continuous-actor-stores-clipped-action",
         UNROLLS,
-        "        self._actions.append(action)\n        if self._continuous:",
-        "        self._actions.append(np.clip(action, self._action_low, self._action_high) if self._continuous"
-        " else action)\n        if self._continuous:",
+        "            env.actions.append(action)\n            if self._record_behaviour",
+        "            env.actions.append(np.clip(action, self._action_low, self._action_high) if self._continuous"
+        " else action)\n            if self._record_behaviour",
         "pi_old is the log-probability of an action the Gaussian did not sample",
     ),
     # ---- PPO-RND
