@@ -7,12 +7,15 @@ torch==2.13.0 (the CPU wheel the zoo uses; pip takes it from its cache or index)
 gymnasium, ale-py and opencv-python-headless (SB3's Atari wrappers resize with cv2).
 
 Each child prints one JSON line last, with `env_steps`, `seconds` (the training phase being compared),
-`wall_s` (the whole child) and `profile` (seconds per part, printed as shares of `seconds`).
+`wall_s` (the whole child) and `profile` (seconds per part, printed as shares of `seconds`). The parent
+adds `cpu_s`: CPU seconds of the child and all its descendants (start-up included), which a loaded
+machine distorts less than wall time.
 """
 
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -71,15 +74,20 @@ def run_child(python: str, code: str, args: list[str], threads: int) -> dict:
     env.pop("OMP_NUM_THREADS", None)
     if threads > 0:
         env["OMP_NUM_THREADS"] = str(threads)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.NamedTemporaryFile("w", suffix=".py", prefix="atari_vs_sb3_child_") as script:
         script.write(code)
         script.flush()
         completed = subprocess.run(
             [python, script.name, *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT
         )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if completed.returncode != 0:
         raise SystemExit(f"{python} failed:\n{completed.stdout[-2000:]}\n{completed.stderr[-3000:]}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    # CPU seconds of the child and every process under it (the zoo's actors), start-up included.
+    result["cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return result
 
 
 def _load() -> str:
@@ -92,7 +100,8 @@ def _describe(result: dict) -> str:
     shares = ", ".join(f"{name} {s / result['seconds']:.0%}" for name, s in result["profile"].items())
     return (
         f"{result['env_steps']:,} env steps in {result['seconds']:.1f} s = {rate:.1f} env steps/s "
-        f"(whole process {result['wall_s']:.1f} s); time: {shares}"
+        f"(whole process {result['wall_s']:.1f} s, {result['cpu_s']:.1f} CPU s with its children); "
+        f"time: {shares}"
     )
 
 
@@ -106,7 +115,7 @@ def compare(
     if not python:
         python, folder = make_sb3_venv()
     try:
-        totals = {"sb3": [0, 0.0], "zoo": [0, 0.0]}
+        totals = {"sb3": [0, 0.0, 0.0], "zoo": [0, 0.0, 0.0]}
         for round_index in range(args.rounds):
             seed = args.seed + round_index
             order = ("sb3", "zoo") if round_index % 2 == 0 else ("zoo", "sb3")
@@ -115,6 +124,7 @@ def compare(
                 result = run_sb3(python, seed) if name == "sb3" else run_zoo(seed)
                 totals[name][0] += result["env_steps"]
                 totals[name][1] += result["seconds"]
+                totals[name][2] += result["cpu_s"]
                 print(
                     f"round {round_index} {name}: {_describe(result)}; load {load_before} -> {_load()}",
                     flush=True,
@@ -131,5 +141,9 @@ def compare(
     print(
         f"\nover {args.rounds} round(s): SB3 {sb3_rate:.1f} env steps/s, zoo {zoo_rate:.1f} env steps/s: "
         f"zoo / SB3 = {speedup:.2f}, target >= {TARGET_SPEEDUP:.1f}: {verdict}"
+    )
+    print(
+        "CPU seconds per 1,000 env steps (whole processes, start-up included): "
+        f"SB3 {1000 * totals['sb3'][2] / totals['sb3'][0]:.1f}, zoo {1000 * totals['zoo'][2] / totals['zoo'][0]:.1f}"
     )
     return 0 if verdict == "PASS" else 1
