@@ -14,7 +14,7 @@ gamma 0.99, lambda 0.95, gradient norm clipped to 0.5, the Nature CNN on 4 stack
   phase's `train_steps_per_second` from its results.csv. Profile: time inside the learner's update
   (`Ppo.learn`), the rest of the training phase being the actors' unrolls and their transfer (the
   actors wait while the learner learns: synchronous PPO). `--zoo_flags` adds flags (e.g.
-  `--zoo_flags=--num_threads=2`).
+  `--zoo_flags="--num_actors=1 --num_envs=8"`: one actor stepping 8 vector envs).
 
 Each run is a fresh process; the contenders alternate over `--rounds` (SB3 first in even rounds). SB3
 keeps torch's default thread count (every core) unless `--sb3_threads` says otherwise. Target: the
