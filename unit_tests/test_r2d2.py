@@ -6,13 +6,14 @@ script (Atari included), resume, bad input, and a learning test on CartPole."""
 import csv
 import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, exploration, value_learning
+from deep_rl_zoo import checkpoint, exploration, optimization, value_learning
 from deep_rl_zoo.config import EvalConfig
-from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.errors import ConfigError, NonFiniteLossError
 from deep_rl_zoo.r2d2 import agent, eval_agent, run_atari, train
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, SequenceBlock
 from deep_rl_zoo.types_ import TimeStep
@@ -346,6 +347,26 @@ def test_priorities_are_the_mix_of_max_and_mean_td_of_each_replayed_sequence():
     assert extra.mask.min().item() == 1.0
     stored_priorities = replay.priorities()[batch.indices]
     np.testing.assert_allclose(stored_priorities, expected**0.9, rtol=1e-5)
+
+
+def test_a_non_finite_loss_stops_before_the_parameters_change():
+    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0))
+    for j in range(3):  # two sequences of one actor, every reward NaN: so is the loss
+        block = _block(0, [2 * j + 1, 2 * j + 2], first=[j == 0, False])
+        nan_rewards = np.full(2, np.nan, np.float32)
+        replay.add_block(block._replace(observation=np.repeat(block.observation, 2, axis=1), reward=nan_rewards))
+    learner = _learner(replay, optimizer=optimization.adam(_network(0).parameters(), 1e-3))
+    before = {k: v.clone() for k, v in learner.network.state_dict().items()}
+    with pytest.raises(NonFiniteLossError, match="learner step 1;"):
+        learner.gradient_step()
+    assert all(torch.equal(before[k], v) for k, v in learner.network.state_dict().items())
+    assert learner.learner_steps == 0
+
+
+def test_the_learner_steps_with_fused_adam(tmp_path):
+    env = gym.make("CartPole-v1")
+    learner = train.build_learner(_config(tmp_path), env, torch.device("cpu")).learner
+    assert isinstance(learner._optimizer, torch.optim.Adam) and learner._optimizer.defaults["fused"]
 
 
 class _FakeLink:

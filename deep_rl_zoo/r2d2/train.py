@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import exploration, run_support
+from deep_rl_zoo import exploration, optimization, run_support
 from deep_rl_zoo.config import field
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
 from deep_rl_zoo.errors import require
@@ -139,7 +139,7 @@ def build_learner(config: R2d2Config, env: gym.Env, device: torch.device) -> run
     )
     learner = R2d2(
         network=network,
-        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        optimizer=optimization.adam(network.parameters(), config.learning_rate, config.adam_eps),
         replay=replay,
         burn_in=config.burn_in,
         batch_size=config.batch_size,
