@@ -39,7 +39,9 @@ def fill(learner, config, observation_shape, num_actions, mean_episode_length, r
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mean_episode_length", default="22,500")
     parser.add_argument("--steps", type=int, default=30, help="timed gradient steps (after 3 untimed)")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions too")
@@ -67,9 +69,13 @@ def main():
         if args.profile:
             profiler.disable()
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(20)
-        print(f"mean episode length {length:g}: {1000 * elapsed / args.steps:.1f} ms per gradient step "
-              f"(batch {config.batch_size} x {config.sequence_length} steps, burn-in {config.burn_in})")
-    print(dataclasses.asdict(config)["lstm_size"], "LSTM units; load", open("/proc/loadavg").read().split()[:3])
+        print(
+            f"mean episode length {length:g}: {1000 * elapsed / args.steps:.1f} ms per gradient step "
+            f"(batch {config.batch_size} x {config.sequence_length} steps, burn-in {config.burn_in})"
+        )
+    print(
+        dataclasses.asdict(config)["lstm_size"], "LSTM units; load", open("/proc/loadavg").read().split()[:3]
+    )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, exploration, optimization, value_learning
+from deep_rl_zoo import checkpoint, exploration, optimization, plot, value_learning
 from deep_rl_zoo.config import EvalConfig
 from deep_rl_zoo.errors import ConfigError, NonFiniteLossError
 from deep_rl_zoo.r2d2 import agent, eval_agent, run_atari, train
@@ -354,7 +354,9 @@ def test_a_non_finite_loss_stops_before_the_parameters_change():
     for j in range(3):  # two sequences of one actor, every reward NaN: so is the loss
         block = _block(0, [2 * j + 1, 2 * j + 2], first=[j == 0, False])
         nan_rewards = np.full(2, np.nan, np.float32)
-        replay.add_block(block._replace(observation=np.repeat(block.observation, 2, axis=1), reward=nan_rewards))
+        replay.add_block(
+            block._replace(observation=np.repeat(block.observation, 2, axis=1), reward=nan_rewards)
+        )
     learner = _learner(replay, optimizer=optimization.adam(_network(0).parameters(), 1e-3))
     before = {k: v.clone() for k, v in learner.network.state_dict().items()}
     with pytest.raises(NonFiniteLossError, match="learner step 1;"):
@@ -377,8 +379,9 @@ class _FakeLink:
         self.sent = []
         self.pulls = 0
 
-    def send(self, payload):
+    def send(self, payload, statistics=None):
         self.sent.append(payload)
+        self.statistics = statistics
 
     def pull_parameters(self):
         self.pulls += 1
@@ -419,6 +422,7 @@ def test_actor_sends_blocks_with_the_state_before_their_first_step():
     assert second_block.action[0] == 0  # after a truncation: no action
     assert second_block.truncated.tolist() == [True, False] and second_block.first.tolist() == [False, True]
     assert first_block.actor_index == 1
+    assert link.statistics == {"epsilon": 0.0}  # sent with each block, logged as actor_1/epsilon
     np.testing.assert_allclose(second_block.reward, [1.0, 0.0])
 
 
@@ -529,6 +533,17 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
     )
     assert len(returns) == 2
     assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
+
+
+@pytest.mark.smoke
+def test_tensorboard_has_each_actors_epsilon_and_episode_returns(tmp_path):
+    train.main(_config(tmp_path, num_iterations=1, num_train_steps=200, use_tensorboard=True))
+    metrics = plot.read_tensorboard(str(tmp_path / "runs" / "R2D2_CartPole-v1"))
+    # Two actors, Ape-X: 0.4^(1 + 7 * 0 / 1) = 0.4 and 0.4^(1 + 7 * 1 / 1) = 0.4^8.
+    np.testing.assert_allclose(metrics["actor_0/epsilon"].values, 0.4, rtol=1e-6)
+    np.testing.assert_allclose(metrics["actor_1/epsilon"].values, 0.4**8, rtol=1e-6)
+    for actor in (0, 1):  # 200 env steps of CartPole: each actor finishes episodes (at most 500 steps)
+        assert len(metrics[f"actor_{actor}/episode_return"].values) > 0
 
 
 @pytest.mark.smoke

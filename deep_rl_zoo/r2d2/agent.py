@@ -211,7 +211,7 @@ class R2d2Actor:
             core_state=self._block_state,
         )
         self._records = []
-        self._link.send(block)
+        self._link.send(block, self.statistics)  # logged under actor_<i>/ for the first 8 actors
         self._link.pull_parameters()  # off-policy: take newer parameters if any, never wait
 
     def reset(self) -> None:
