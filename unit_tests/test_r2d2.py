@@ -5,14 +5,15 @@ script (Atari included), resume, bad input, and a learning test on CartPole."""
 
 import csv
 import os
+import pickle
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, exploration, optimization, plot, value_learning
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo import checkpoint, exploration, optimization, plot, run_support, value_learning
+from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import ConfigError, NonFiniteLossError
 from deep_rl_zoo.r2d2 import agent, eval_agent, run_atari, train
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, SequenceBlock
@@ -523,7 +524,7 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
     later = checkpoint.load_checkpoint(str(path / "R2D2_CartPole-v1_1.ckpt"), "R2D2", "CartPole-v1")
     assert later["agent"]["env_steps"] > first["agent"]["env_steps"]  # counted on, not restarted
     returns = eval_agent.main(
-        EvalConfig(
+        eval_agent.R2d2EvalConfig(
             environment_name="CartPole-v1",
             num_episodes=2,
             load_checkpoint_file="latest",
@@ -544,6 +545,42 @@ def test_tensorboard_has_each_actors_epsilon_and_episode_returns(tmp_path):
     np.testing.assert_allclose(metrics["actor_1/epsilon"].values, 0.4**8, rtol=1e-6)
     for actor in (0, 1):  # 200 env steps of CartPole: each actor finishes episodes (at most 500 steps)
         assert len(metrics[f"actor_{actor}/episode_return"].values) > 0
+
+
+def test_obscured_observations_reach_the_actor_processes_env_and_the_evaluation(tmp_path):
+    wrap_env = pickle.loads(pickle.dumps(obscuring_wrapper(1.0)))  # actor processes get it pickled
+    built = {}
+
+    def build_actor(config, env, device, link, seed):
+        built["env"] = env
+        return None, None
+
+    config = _config(tmp_path, obscure_probability=1.0)
+    run_support._build_actor_process_side(
+        config, build_actor, 0, 5, torch.device("cpu"), None, wrap_env=wrap_env
+    )
+    observation, _ = built["env"].reset(seed=5)
+    assert not observation.any()  # p = 1 blanks every observation
+    assert not built["env"].step(0)[0].any()
+    with pytest.raises(ConfigError, match="obscure_probability"):
+        _config(tmp_path, obscure_probability=1.5)
+
+
+@pytest.mark.smoke
+def test_flickering_cartpole_runs_with_actor_processes(tmp_path):
+    """The obscuring wrapper travels to the actors through the fork server (a lambda would not pickle)."""
+    state = train.main(_config(tmp_path, num_iterations=1, obscure_probability=0.5))
+    assert state.train_env_steps >= 60
+    returns = eval_agent.main(
+        eval_agent.R2d2EvalConfig(
+            environment_name="CartPole-v1",
+            num_episodes=1,
+            obscure_probability=0.5,
+            load_checkpoint_file="latest",
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+        )
+    )
+    assert len(returns) == 1
 
 
 @pytest.mark.smoke
@@ -577,7 +614,7 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
     )
     assert payload["agent"]["learner_steps"] > 0
     returns = eval_agent.main(
-        EvalConfig(
+        eval_agent.R2d2EvalConfig(
             environment_name="Pong",
             num_episodes=1,
             max_episode_steps=30,
