@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from deep_rl_zoo.networks import common
 from deep_rl_zoo.networks.common import lstm_with_resets
 
 
@@ -19,20 +20,25 @@ def _reference(lstm, x, state, first):
     return torch.cat(outputs), state
 
 
-def _case():
+def _case(split=False):
+    """Sequence 0: episode starts at t = 2 and t = 5; 1: at t = 0 only (stored state ignored); 2: none
+    (runs on from the stored state); 3: at t = 6, the last step. Three steps after 0 have a start: more
+    than MAX_RESETS_TO_SPLIT, so the masked loop runs. With `split`, sequence 3 starts at t = 5 instead:
+    two such steps, so one LSTM call per stretch [0, 2), [2, 5), [5, 7)."""
+    assert common.MAX_RESETS_TO_SPLIT == 2
     torch.manual_seed(0)
     lstm = nn.LSTM(3, 5)
     x = torch.randn(7, 4, 3, requires_grad=True)
-    # Sequence 0: episode starts at t = 2 and t = 5; 1: at t = 0 only (stored state ignored);
-    # 2: none (runs on from the stored state); 3: at t = 6, the last step.
     first = torch.zeros(7, 4, dtype=torch.bool)
-    first[2, 0] = first[5, 0] = first[0, 1] = first[6, 3] = True
+    first[2, 0] = first[5, 0] = first[0, 1] = True
+    first[5 if split else 6, 3] = True
     state = (torch.randn(1, 4, 5), torch.randn(1, 4, 5))  # nonzero, so a missed reset would show
     return lstm, x, state, first
 
 
-def test_resets_inside_sequences_equal_the_step_by_step_reference_with_gradients():
-    lstm, x, state, first = _case()
+@pytest.mark.parametrize("split", [False, True], ids=["masked loop", "split calls"])
+def test_resets_inside_sequences_equal_the_step_by_step_reference_with_gradients(split):
+    lstm, x, state, first = _case(split)
     expected, expected_state = _reference(lstm, x, state, first)
     got, got_state = lstm_with_resets(lstm, x, state, first)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
@@ -48,7 +54,7 @@ def test_resets_inside_sequences_equal_the_step_by_step_reference_with_gradients
     assert grad_x[:5, 0].abs().sum().item() == 0.0 and grad_x[5:, 0].abs().sum().item() > 0.0
 
 
-def test_a_reset_at_step_0_only_takes_the_single_call_path_and_ignores_the_stored_state():
+def test_a_reset_at_step_0_only_is_one_call_that_ignores_the_stored_state():
     lstm, x, state, first = _case()
     first[:] = False
     first[0, 1] = True

@@ -65,6 +65,13 @@ def is_image_observation(observation_shape: Sequence[int]) -> bool:
     return len(observation_shape) == 3
 
 
+# Up to this many steps where some sequence starts an episode, `lstm_with_resets` calls the LSTM once
+# per stretch between them; with more, it runs the masked loop. Measured on R2D2's CartPole learner
+# (batches of 32 windows of 20 steps; benchmarks/r2d2_learner_speed.py --compare, load 33-36): with
+# about 1, 5 and 15 such steps per batch, splitting cost 0.92x, 1.1x and 1.9x the loop.
+MAX_RESETS_TO_SPLIT = 2
+
+
 def lstm_with_resets(
     lstm: nn.LSTM,
     inputs: torch.Tensor,
@@ -74,17 +81,15 @@ def lstm_with_resets(
     """A one-layer `lstm` over time-major `inputs` [T, B, F] from `hidden_state` (h, c) [1, B, H], with
     the state zeroed before every step where `first` [T, B] is True (an episode starts there).
 
-    The same as stepping the LSTM one step at a time and zeroing the state where `first`, in one pass:
-    with no episode start after step 0 (most replayed sequences once episodes are long) it is a single
-    `lstm` call; otherwise a loop over time of the LSTM's equations with the state masked,
+    The same as stepping the LSTM one step at a time and zeroing the state where `first`, done in the
+    cheaper of two ways. With at most `MAX_RESETS_TO_SPLIT` steps after step 0 where some sequence
+    starts an episode (most replayed windows once episodes are long), one `lstm` call per stretch
+    between them (a single call when there is none). With more (short episodes: splitting there costs
+    up to one call per step), a loop over time of the LSTM's equations with the state masked,
 
         h, c = keep_t * h, keep_t * c                     keep_t = 0 where first[t], else 1
         i, f, g, o = x_t W_ih^T + b_ih + b_hh + h W_hh^T  (x W_ih^T for all steps in one product)
-        c = sigmoid(f) c + sigmoid(i) tanh(g);  h = sigmoid(o) tanh(c),
-
-    which on CPU for R2D2's CartPole batches (32 x 20 steps, 128 units) costs about what one `lstm`
-    call does, where splitting the call at each step where any sequence starts an episode cost up to
-    the per-step price (benchmarks/r2d2_learner_speed.py).
+        c = sigmoid(f) c + sigmoid(i) tanh(g);  h = sigmoid(o) tanh(c).
 
     Returns:
       (outputs h_t [T, B, H], the state after the last step (h, c) each [1, B, H]).
@@ -94,9 +99,16 @@ def lstm_with_resets(
     if first.shape != inputs.shape[:2]:
         raise ValueError(f"first {tuple(first.shape)} must be [T, B] of inputs {tuple(inputs.shape)}")
     keep = (~first).to(inputs.dtype).unsqueeze(-1)  # [T, B, 1]
-    if not first[1:].any():
-        return lstm(inputs, (hidden_state[0] * keep[0], hidden_state[1] * keep[0]))
-    num_steps, batch_size = inputs.shape[:2]
+    num_steps = inputs.shape[0]
+    reset_times = (torch.nonzero(first[1:].any(dim=1)).flatten() + 1).tolist()
+    if len(reset_times) <= MAX_RESETS_TO_SPLIT:
+        bounds = [0, *reset_times, num_steps]
+        outputs = []
+        for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+            hidden_state = (hidden_state[0] * keep[start], hidden_state[1] * keep[start])
+            output, hidden_state = lstm(inputs[start:end], hidden_state)
+            outputs.append(output)
+        return torch.cat(outputs) if len(outputs) > 1 else outputs[0], hidden_state
     bias = lstm.bias_ih_l0 + lstm.bias_hh_l0 if lstm.bias else None
     gates_x = nn.functional.linear(inputs, lstm.weight_ih_l0, bias)  # [T, B, 4H]
     weight_hh = lstm.weight_hh_l0.t()
