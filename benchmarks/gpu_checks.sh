@@ -94,3 +94,26 @@ for row in csv.DictReader(open(sys.argv[1])):
 PY
   echo "screenshots: $OUT_DIR/runs/PPO-RND_MontezumaRevenge*/screenshots (the last screen of every 50th game of each actor)"
 fi
+
+# 5. R2D2 on Pong (issue 13): the long run, run_atari's defaults (Kapturowski et al.'s sequences of 80 with
+#    burn-in 40, Nature CNN + LSTM 512, 5-step transformed double-Q targets, a 1M-step replay = 7.2 GB of RAM,
+#    a gradient step every 200 env steps) with one actor per core, networks on the GPU.
+#    R2D2_STEPS (default 2,000,000 env steps = 8M frames) sets the budget; R2D2_STEPS=0 skips it.
+#    The CSV has the greedy evaluation return per iteration (Pong: -21 at random, +21 at best); the CPU-budget
+#    run of the same agent (2 actors, a 200k replay) is in benchmarks/README.md.
+R2D2_STEPS="${R2D2_STEPS:-2000000}"
+if [ "$R2D2_STEPS" -gt 0 ]; then
+  echo "== 5. R2D2 Pong, $R2D2_STEPS env steps"
+  csv="$OUT_DIR/r2d2_pong.csv"
+  rm -f "$csv"
+  ( cd "$OUT_DIR" && "$PYTHON" -m deep_rl_zoo.r2d2.run_atari --environment_name=Pong --seed=1 \
+      --num_actors="$(nproc)" --actors_on_gpu --num_iterations=8 --num_train_steps=$(( R2D2_STEPS / 8 )) \
+      --num_eval_steps=30000 --checkpoint_dir="$OUT_DIR/checkpoints_r2d2" --runs_dir="$OUT_DIR/runs" \
+      --results_csv_path="$csv" --noshow_progress )
+  "$PYTHON" - "$csv" <<'PY'
+import csv, sys
+for row in csv.DictReader(open(sys.argv[1])):
+    print(row["train_env_steps"], "train return", row["train_mean_episode_return"], "eval", row["eval_mean_episode_return"],
+          "learner steps", row.get("learner_learner_steps"), "loss", row.get("learner_loss"))
+PY
+fi
