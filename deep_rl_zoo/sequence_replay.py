@@ -241,7 +241,9 @@ class PrioritizedSequenceReplay:
         fields = {name: np.asarray(getattr(block, name)) for name in _STEP_FIELDS}
         extras = block.extras or {}
         if self._steps and set(extras) != self._extra_names:
-            raise ValueError(f"a block's extras {sorted(extras)} differ from the first's {sorted(self._extra_names)}")
+            raise ValueError(
+                f"a block's extras {sorted(extras)} differ from the first's {sorted(self._extra_names)}"
+            )
         for name, value in extras.items():
             fields[_EXTRA_PREFIX + name] = np.asarray(value)
             if len(fields[_EXTRA_PREFIX + name]) != length:

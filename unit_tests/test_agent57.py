@@ -27,7 +27,9 @@ def test_streams_combine_in_the_untransformed_space():
     combined = agent.combined_q_values(h(torch.tensor([3.0])), h(torch.tensor([4.0])), 0.5)
     torch.testing.assert_close(combined, h(torch.tensor([5.0])))
     # one beta per row: row 0 beta 0 -> h(3); row 1 beta 1 -> h(3 + 4) = h(7)
-    combined = agent.combined_q_values(h(torch.tensor([[3.0], [3.0]])), h(torch.tensor([[4.0], [4.0]])), torch.tensor([0.0, 1.0]))
+    combined = agent.combined_q_values(
+        h(torch.tensor([[3.0], [3.0]])), h(torch.tensor([[4.0], [4.0]])), torch.tensor([0.0, 1.0])
+    )
     torch.testing.assert_close(combined, h(torch.tensor([[3.0], [7.0]])))
     with pytest.raises(ValueError):
         agent.combined_q_values(torch.zeros(2), torch.zeros(3), 0.5)
@@ -41,7 +43,10 @@ def _two_stream(extrinsic, intrinsic):
 def test_each_stream_learns_its_own_reward_and_bootstraps_at_the_combined_greedy_action():
     # One transition o_0 -> o_1 in two sequences; at o_1 Q_e = [1, 0], Q_i = [0, 10] in both.
     # Sequence 0 plays beta 0: combined [1, 0] -> a* = 0; sequence 1 beta 1: [1, 10] -> a* = 1.
-    q = _two_stream([[[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [1.0, 0.0]]], [[[0.0, 0.0], [0.0, 0.0]], [[0.0, 10.0], [0.0, 10.0]]])
+    q = _two_stream(
+        [[[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [1.0, 0.0]]],
+        [[[0.0, 0.0], [0.0, 0.0]], [[0.0, 10.0], [0.0, 10.0]]],
+    )
     extra = agent.agent57_td_errors(
         q_online=q,
         q_target=q,
@@ -63,11 +68,15 @@ def test_each_stream_learns_its_own_reward_and_bootstraps_at_the_combined_greedy
 
 
 def test_a_stream_gets_gradient_only_from_its_own_loss():
-    config = train.Agent57Config(environment_name="MountainCar-v0", num_policies=2, sequence_length=4, burn_in=0)
+    config = train.Agent57Config(
+        environment_name="MountainCar-v0", num_policies=2, sequence_length=4, burn_in=0
+    )
     networks = train.build_networks(dataclasses.asdict(config), (2,), 3)
     steps, batch = 4, 2
     zeros = torch.zeros(steps, batch, dtype=torch.int64)
-    x = ngu_agent.NguInput(torch.randn(steps, batch, 2), zeros, zeros, torch.ones(steps, batch), torch.ones(steps, batch))
+    x = ngu_agent.NguInput(
+        torch.randn(steps, batch, 2), zeros, zeros, torch.ones(steps, batch), torch.ones(steps, batch)
+    )
     q = networks.q(x, networks.q.initial_state(batch)).q_values  # [T, B, 2, A]
     q[..., 0, :].sum().backward()  # an extrinsic-only loss
     assert all(p.grad is None or p.grad.abs().sum() == 0 for p in networks.q.intrinsic.parameters())
@@ -88,7 +97,9 @@ def test_learner_q_loss_is_the_sum_of_the_two_streams_losses():
 
         def forward(self, x, hidden_state):
             steps, b = x.observation.shape[:2]
-            return ngu_agent.RecurrentQNetworkOutput(torch.zeros(steps, b, 2, 2) + 0 * self.bias, hidden_state)
+            return ngu_agent.RecurrentQNetworkOutput(
+                torch.zeros(steps, b, 2, 2) + 0 * self.bias, hidden_state
+            )
 
     networks = train.ngu_train.build_novelty_modules({"num_actors": 1}, Fixed(), (2,), 2)
     learner = agent.Agent57(
@@ -159,11 +170,22 @@ def test_bandit_tries_every_arm_then_picks_by_ucb_within_its_window():
 
 def test_actor_reads_its_bandit_row_once_and_chooses_j_at_each_episode_start():
     config = train.Agent57Config(
-        environment_name="MountainCar-v0", num_actors=2, num_policies=3, sequence_length=4, burn_in=0, bandit_epsilon=0.0
+        environment_name="MountainCar-v0",
+        num_actors=2,
+        num_policies=3,
+        sequence_length=4,
+        burn_in=0,
+        bandit_epsilon=0.0,
     )
     networks = train.build_networks(dataclasses.asdict(config), (2,), 3).requires_grad_(False)
     networks.actor_memory.write(
-        1, {"distance_mean": 1.0, "distance_count": 1.0, "bandit_arms": [0, 1, 2], "bandit_returns": [-5.0, -9.0, 0.0]}
+        1,
+        {
+            "distance_mean": 1.0,
+            "distance_count": 1.0,
+            "bandit_arms": [0, 1, 2],
+            "bandit_returns": [-5.0, -9.0, 0.0],
+        },
     )
     link = _Link(1)
     actor, _ = train.build_actor(config, _Env(), torch.device("cpu"), link, 0)
@@ -258,13 +280,17 @@ def test_continuous_env_is_a_config_error(tmp_path):
 def test_run_classic_resume_keeps_the_bandits_then_eval_agent(tmp_path):
     train.main(_config(tmp_path, num_iterations=1))
     path = tmp_path / "checkpoints" / "Agent57_MountainCar-v0"
-    first = checkpoint.load_checkpoint(str(path / "Agent57_MountainCar-v0_0.ckpt"), "Agent57", "MountainCar-v0")
+    first = checkpoint.load_checkpoint(
+        str(path / "Agent57_MountainCar-v0_0.ckpt"), "Agent57", "MountainCar-v0"
+    )
     saved = first["agent"]["networks"]
     assert int(saved["actor_memory.bandit_length"][:2].sum()) > 0  # episodes of 20 steps: bandits played
     assert "q.extrinsic.head.weight" in saved and "q.intrinsic.head.weight" in saved
     resumed = train.main(_config(tmp_path, num_iterations=2, resume=True))
     assert resumed.next_iteration == 2
-    later = checkpoint.load_checkpoint(str(path / "Agent57_MountainCar-v0_1.ckpt"), "Agent57", "MountainCar-v0")
+    later = checkpoint.load_checkpoint(
+        str(path / "Agent57_MountainCar-v0_1.ckpt"), "Agent57", "MountainCar-v0"
+    )
     # The resumed actors read their rows: each bandit's history continued from the checkpoint's.
     for row in range(2):
         before = int(saved["actor_memory.bandit_length"][row])
@@ -318,7 +344,9 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
     state = train.main(config)
     assert state.train_env_steps >= 48
     payload = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "Agent57_Pong" / "Agent57_Pong_0.ckpt"), "Agent57", "PongNoFrameskip-v4"
+        str(tmp_path / "checkpoints" / "Agent57_Pong" / "Agent57_Pong_0.ckpt"),
+        "Agent57",
+        "PongNoFrameskip-v4",
     )
     assert payload["agent"]["learner_steps"] > 0
     returns = eval_agent.main(

@@ -87,7 +87,9 @@ class _ZeroQ(nn.Module):
 
     def forward(self, x, hidden_state):
         steps, batch = x.observation.shape[:2]
-        return RecurrentQNetworkOutput(torch.zeros(steps, batch, self.num_actions) + 0 * self.bias, hidden_state)
+        return RecurrentQNetworkOutput(
+            torch.zeros(steps, batch, self.num_actions) + 0 * self.bias, hidden_state
+        )
 
     def acting_q_values(self, q_values, beta):
         return q_values
@@ -151,6 +153,21 @@ def test_intrinsic_reward_reaches_the_target_with_beta_and_gamma_of_each_sequenc
     torch.testing.assert_close(per_sequence, 0.5 * abs_td.square().mean(0))
 
 
+def test_inverse_model_learns_only_transitions_within_an_episode():
+    torch.manual_seed(0)
+    networks = train.build_networks({"num_actors": 1}, (2,), 3)
+    observation = torch.randn(3, 1, 2)  # o_0, o_1, o_2; o_2 starts a new episode
+    action = torch.tensor([[1], [2]])
+    valid = torch.tensor([[True], [False]])
+    inverse_loss, rnd_loss = agent.auxiliary_losses(networks, observation, action, valid)
+    phi = networks.embedding.embed(observation[:, 0])
+    logits = networks.embedding.inverse_model(torch.cat([phi[0], phi[1]])[None])
+    # only o_0 -> o_1 counts: -log p(a_0 = 1 | f(o_0), f(o_1))
+    torch.testing.assert_close(inverse_loss, -torch.log_softmax(logits, -1)[0, 1])
+    prediction, target = networks.rnd(observation[1:, 0])  # RND learns o_1, o_2 (every observation)
+    torch.testing.assert_close(rnd_loss, (prediction - target).square().mean())
+
+
 def test_learner_keeps_each_actors_memory_row_and_rnd_statistics_from_its_messages():
     learner = _learner(_ZeroQ(), betas=[0.0, 0.5], gammas=[0.9, 0.5], min_replay_size=1000)
     block = agent.SequenceBlock(
@@ -174,7 +191,9 @@ def test_learner_keeps_each_actors_memory_row_and_rnd_statistics_from_its_messag
     assert row["distance_mean"] == 2.5 and row["distance_count"] == 8.0
     assert learner.networks.actor_memory.read(0)["distance_count"] == 0.0  # other rows untouched
     # RND's observation statistics saw the two observations: mean (1 + 3) / 2, (2 + 4) / 2
-    torch.testing.assert_close(learner.networks.rnd.normalizer.mean, torch.tensor([2.0, 3.0], dtype=torch.float64), atol=1e-3, rtol=0)
+    torch.testing.assert_close(
+        learner.networks.rnd.normalizer.mean, torch.tensor([2.0, 3.0], dtype=torch.float64), atol=1e-3, rtol=0
+    )
     assert learner.statistics["env_steps_received"] == 2
 
 
@@ -201,7 +220,8 @@ def _timestep(observation, first=False, reward=0.0, terminated=False, truncated=
 
 
 def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_lifelong_reward():
-    config = train.NguConfig(environment_name="MountainCar-v0", num_actors=3, num_policies=2, sequence_length=4, burn_in=1
+    config = train.NguConfig(
+        environment_name="MountainCar-v0", num_actors=3, num_policies=2, sequence_length=4, burn_in=1
     )
     networks = train.build_networks(dataclasses.asdict(config), (2,), 3).requires_grad_(False)
     with torch.no_grad():  # pretend a learner has set RND's error statistics: mean 0.5, var 0.25
@@ -234,6 +254,21 @@ def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_life
     assert block.extras["intrinsic_reward"][1] == pytest.approx(episodic * factor, rel=1e-5)
     assert message.actor_state["distance_count"] == 1.0 + 1.0  # sent after 2 steps: 1 carried, then k = 1
     assert link.statistics[0]["epsilon"] == pytest.approx(exploration.apex_actor_epsilon(2, 3))
+
+
+def test_actor_i_plays_policy_i_mod_n_and_empties_its_memory_at_each_episode_start():
+    config = train.NguConfig(num_actors=4, num_policies=3, sequence_length=4, burn_in=1)
+    actor, _ = train.build_actor(config, _Env(), torch.device("cpu"), _Link(actor_index=3), 0)
+    actor.step(_timestep([0.0, 0.0], first=True))
+    assert actor.statistics["policy_index"] == 0.0  # 3 mod 3
+    actor.step(_timestep([0.5, 0.0], reward=-1.0))
+    actor.step(_timestep([1.0, 0.0], reward=-1.0, terminated=True))
+    assert actor._memory._size == 3
+    actor.step(_timestep([0.0, 0.0], first=True))
+    assert actor._memory._size == 1  # only the new episode's first embedding
+    actor, _ = train.build_actor(config, _Env(), torch.device("cpu"), _Link(actor_index=2), 0)
+    actor.step(_timestep([0.0, 0.0], first=True))
+    assert actor.statistics["policy_index"] == 2.0
 
 
 class _Env:

@@ -54,7 +54,8 @@ def combined_q_values(
     if beta.dim() > 0:
         beta = beta[..., None]
     return value_learning.signed_hyperbolic(
-        value_learning.signed_parabolic(q_extrinsic, eps) + beta * value_learning.signed_parabolic(q_intrinsic, eps),
+        value_learning.signed_parabolic(q_extrinsic, eps)
+        + beta * value_learning.signed_parabolic(q_intrinsic, eps),
         eps,
     )
 
@@ -71,15 +72,23 @@ class Agent57QNetworks(nn.Module):
         self.rescaling_eps = rescaling_eps
 
     def initial_state(self, batch_size: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        e, i = self.extrinsic.initial_state(batch_size, device), self.intrinsic.initial_state(batch_size, device)
+        e, i = (
+            self.extrinsic.initial_state(batch_size, device),
+            self.intrinsic.initial_state(batch_size, device),
+        )
         return torch.cat([e[0], i[0]], -1), torch.cat([e[1], i[1]], -1)
 
-    def forward(self, x: NguInput, hidden_state: tuple[torch.Tensor, torch.Tensor]) -> RecurrentQNetworkOutput:
+    def forward(
+        self, x: NguInput, hidden_state: tuple[torch.Tensor, torch.Tensor]
+    ) -> RecurrentQNetworkOutput:
         size = self.extrinsic.lstm.hidden_size
         h, c = hidden_state
         e = self.extrinsic(x, (h[..., :size], c[..., :size]))
         i = self.intrinsic(x, (h[..., size:], c[..., size:]))
-        state = (torch.cat([e.hidden_state[0], i.hidden_state[0]], -1), torch.cat([e.hidden_state[1], i.hidden_state[1]], -1))
+        state = (
+            torch.cat([e.hidden_state[0], i.hidden_state[0]], -1),
+            torch.cat([e.hidden_state[1], i.hidden_state[1]], -1),
+        )
         return RecurrentQNetworkOutput(torch.stack([e.q_values, i.q_values], dim=-2), state)
 
     def acting_q_values(self, q_values: torch.Tensor, beta: float) -> torch.Tensor:
@@ -122,13 +131,17 @@ def agent57_td_errors(
         raise ValueError(f"a_tm1 {tuple(a_tm1.shape)} {a_tm1.dtype} must be [L, B] int64")
     mask = valid_t.to(q_online.dtype)
     with torch.no_grad():
-        combined = combined_q_values(q_online[:, :, 0].detach(), q_online[:, :, 1].detach(), beta, rescaling_eps)
+        combined = combined_q_values(
+            q_online[:, :, 0].detach(), q_online[:, :, 1].detach(), beta, rescaling_eps
+        )
         selected = combined.argmax(-1)  # [L + 1, B]
     extras = []
     for stream, r_t in ((0, r_e), (1, r_i)):
         with torch.no_grad():
             values = q_target[:, :, stream].gather(-1, selected[..., None]).squeeze(-1)  # [L + 1, B]
-            target = multistep.transformed_n_step_returns(r_t, discount_t, valid_t, values, n_step, rescaling_eps)
+            target = multistep.transformed_n_step_returns(
+                r_t, discount_t, valid_t, values, n_step, rescaling_eps
+            )
         q_a = q_online[:-1, :, stream].gather(-1, a_tm1[..., None]).squeeze(-1)
         extras.append(R2d2Extra(td_error=(target - q_a) * mask, target=target, mask=mask))
     return Agent57Extra(extras[0], extras[1], selected)

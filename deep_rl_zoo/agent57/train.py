@@ -26,7 +26,9 @@ class Agent57Config(ngu_train.NguConfig):
         super().__post_init__()
         require(self.bandit_window > 0, f"--bandit_window must be positive, got {self.bandit_window}")
         require(self.bandit_beta >= 0, f"--bandit_beta must be >= 0, got {self.bandit_beta}")
-        require(0 <= self.bandit_epsilon <= 1, f"--bandit_epsilon must be in [0, 1], got {self.bandit_epsilon}")
+        require(
+            0 <= self.bandit_epsilon <= 1, f"--bandit_epsilon must be in [0, 1], got {self.bandit_epsilon}"
+        )
 
 
 def build_networks(config_values: dict, observation_shape, num_actions: int):

@@ -119,7 +119,9 @@ class NguQNetwork(nn.Module):
         zeros = torch.zeros(1, batch_size, self.lstm.hidden_size, device=device)
         return zeros, zeros.clone()
 
-    def forward(self, x: NguInput, hidden_state: tuple[torch.Tensor, torch.Tensor]) -> RecurrentQNetworkOutput:
+    def forward(
+        self, x: NguInput, hidden_state: tuple[torch.Tensor, torch.Tensor]
+    ) -> RecurrentQNetworkOutput:
         num_steps, batch_size = x.observation.shape[:2]
         observation = x.observation.flatten(0, 1)
         features = self.torso(observation if self._image else observation.float())
@@ -230,7 +232,9 @@ class EpisodicMemory:
     then stores e; the running mean d_m^2 takes in e's k squared distances before they are normalised.
     """
 
-    def __init__(self, config: EpisodicNoveltyConfig, distance_mean: float = 0.0, distance_count: float = 0.0):
+    def __init__(
+        self, config: EpisodicNoveltyConfig, distance_mean: float = 0.0, distance_count: float = 0.0
+    ):
         self._config = config
         self._memory: torch.Tensor | None = None
         self._size = 0
@@ -490,7 +494,9 @@ def sequence_tensors(batch: ReplayedSequences, device: torch.device) -> Sequence
     intrinsic = to(extras["intrinsic_reward"], torch.float32)
     policy_index = to(extras["policy_index"], torch.int64)
     return SequenceTensors(
-        inputs=NguInput(to(batch.observation), policy_index, to(extras["previous_action"], torch.int64), reward, intrinsic),
+        inputs=NguInput(
+            to(batch.observation), policy_index, to(extras["previous_action"], torch.int64), reward, intrinsic
+        ),
         action=to(batch.action, torch.int64),
         extrinsic_reward=reward,
         intrinsic_reward=intrinsic,
@@ -582,7 +588,9 @@ class Ngu:
           Others: as `r2d2.agent.R2d2`'s.
         """
         if not 0 <= burn_in <= replay.sequence_length - 2:
-            raise ValueError(f"burn_in {burn_in} leaves no transition in sequences of {replay.sequence_length}")
+            raise ValueError(
+                f"burn_in {burn_in} leaves no transition in sequences of {replay.sequence_length}"
+            )
         if len(betas) != len(gammas):
             raise ValueError(f"{len(betas)} betas but {len(gammas)} gammas")
         self._networks = networks
@@ -647,7 +655,9 @@ class Ngu:
         self._networks.rnd_error.update((prediction - target).square().mean(-1))
 
     def _ready(self) -> bool:
-        return self._replay.num_steps >= self._min_replay_size and self._replay.num_sequences >= self._batch_size
+        return (
+            self._replay.num_steps >= self._min_replay_size and self._replay.num_sequences >= self._batch_size
+        )
 
     def q_loss(self, data: SequenceTensors) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
         """(per-sequence loss [B], |td| [L, B] for priorities, mask [L, B], statistics) of NGU's one

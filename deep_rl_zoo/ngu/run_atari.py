@@ -24,6 +24,13 @@ if __name__ == "__main__":
         DEFAULTS,
         main,
         exclude=frozenset(
-            {"hidden_sizes", "unroll_length", "discount", "embedding_hidden_sizes", "rnd_hidden_sizes", "rnd_feature_size"}
+            {
+                "hidden_sizes",
+                "unroll_length",
+                "discount",
+                "embedding_hidden_sizes",
+                "rnd_hidden_sizes",
+                "rnd_feature_size",
+            }
         ),
     )

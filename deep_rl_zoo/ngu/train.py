@@ -71,7 +71,9 @@ class NguConfig(R2d2Config):
             self.pseudo_count_constant >= 0,
             f"--pseudo_count_constant must be >= 0, got {self.pseudo_count_constant}",
         )
-        require(self.max_lifelong_scale >= 1, f"--max_lifelong_scale must be >= 1, got {self.max_lifelong_scale}")
+        require(
+            self.max_lifelong_scale >= 1, f"--max_lifelong_scale must be >= 1, got {self.max_lifelong_scale}"
+        )
         for name in ("embedding_hidden_sizes", "rnd_hidden_sizes"):
             sizes = getattr(self, name)
             require(len(sizes) > 0 and min(sizes) > 0, f"--{name} must be positive sizes, got {sizes}")
@@ -131,7 +133,10 @@ def build_novelty_modules(
 
 def build_networks(config_values: dict, observation_shape, num_actions: int) -> NguNetworks:
     return build_novelty_modules(
-        config_values, q_network(config_values, observation_shape, num_actions), observation_shape, num_actions
+        config_values,
+        q_network(config_values, observation_shape, num_actions),
+        observation_shape,
+        num_actions,
     )
 
 
@@ -181,7 +186,13 @@ def learner_arguments(config: NguConfig, device: torch.device) -> dict:
 
 
 def evaluation_actor(
-    config_values: dict, networks: NguNetworks, num_actions: int, epsilon: float, seed: int, device, agent_name: str
+    config_values: dict,
+    networks: NguNetworks,
+    num_actions: int,
+    epsilon: float,
+    seed: int,
+    device,
+    agent_name: str,
 ) -> NguActor:
     """Greedy (but for `epsilon`) in the exploitative policy j = 0, with its own episodic memory for
     the intrinsic reward the network reads; used by the training run's evaluation and by eval_agent."""
