@@ -106,9 +106,9 @@ MUTANTS = [
     Mutant(
         "agent57/combined-in-rescaled-space",
         AGENT57,
-        "value_learning.signed_parabolic(q_extrinsic, eps) + beta * value_learning.signed_parabolic(q_intrinsic, eps),",
-        "value_learning.signed_hyperbolic(q_extrinsic + beta * q_intrinsic, eps),",
-        "the streams are added after h, not before: a different policy from the paper's",
+        "value_learning.signed_parabolic(q_extrinsic, eps)\n        + beta * value_learning.signed_parabolic(q_intrinsic, eps),",
+        "q_extrinsic + beta * q_intrinsic,",
+        "h(h^-1(q_e) + beta h^-1(q_i)) becomes h(q_e + beta q_i): a different policy from the paper's",
     ),
     Mutant(
         "agent57/bandit-forgets-on-restart",
