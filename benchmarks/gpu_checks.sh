@@ -83,3 +83,23 @@ for row in csv.DictReader(open(sys.argv[1])):
 PY
   echo "screenshots: $OUT_DIR/runs/PPO-RND_MontezumaRevenge*/screenshots (the last screen of every 50th game of each actor)"
 fi
+
+# 5. NGU and Agent57 (issue 13): the long runs, with run_atari's defaults (R2D2's Atari settings, 32 policies)
+#    and as many actors as the machine has cores, learner and actors on the GPU. NGU plays MontezumaRevenge,
+#    Agent57 Pitfall (the games their papers single out). NGU_STEPS (default 2,000,000 env steps each,
+#    8M frames) sets the budget; NGU_STEPS=0 skips them. Per-actor policy index, epsilon and mean intrinsic
+#    reward are in TensorBoard (actor_0/ .. actor_7/); the CSV has the extrinsic return per iteration.
+NGU_STEPS="${NGU_STEPS:-2000000}"
+if [ "$NGU_STEPS" -gt 0 ]; then
+  for pair in ngu:MontezumaRevenge agent57:Pitfall; do
+    agent="${pair%%:*}"; game="${pair##*:}"
+    echo "== 5. $agent $game, $NGU_STEPS env steps"
+    csv="$OUT_DIR/${agent}_${game}.csv"
+    rm -f "$csv"
+    ( cd "$OUT_DIR" && "$PYTHON" -m "deep_rl_zoo.$agent.run_atari" --environment_name="$game" \
+        --num_actors="$(nproc)" --actors_on_gpu --num_iterations=8 --num_train_steps=$(( NGU_STEPS / 8 )) \
+        --num_eval_steps=27000 --checkpoint_dir="$OUT_DIR/checkpoints_$agent" --runs_dir="$OUT_DIR/runs" \
+        --results_csv_path="$csv" --noshow_progress )
+    "$PYTHON" -c "import csv,sys; [print(r['train_env_steps'], 'train', r['train_mean_episode_return'], 'eval', r['eval_mean_episode_return']) for r in csv.DictReader(open(sys.argv[1]))]" "$csv"
+  done
+fi

@@ -54,8 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from deep_rl_zoo import exploration, value_learning
-from deep_rl_zoo.errors import NonFiniteLossError
+from deep_rl_zoo import exploration, optimization, value_learning
 from deep_rl_zoo.networks import common
 from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule, RandomNetworkDistillation
 from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
@@ -698,14 +697,14 @@ class Ngu:
             self._networks, data.inputs.observation[b:], data.action[b:-1], ~data.first[b + 1 :]
         )
         loss = q_loss + inverse_loss + rnd_loss
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._networks.q.parameters(), self._max_grad_norm)
-        self._optimizer.step()
-        value = loss.item()
-        if not math.isfinite(value):
-            raise NonFiniteLossError(self._learner_steps, value)
+        step = optimization.gradient_step(
+            loss,
+            self._optimizer,
+            [list(self._networks.q.parameters())],
+            self._max_grad_norm,
+            self._learner_steps + 1,
+        )
+        value = step.loss
         self._learner_steps += 1
         if self._learner_steps % self._target_network_update_period == 0:
             self._target_q.load_state_dict(self._networks.q.state_dict())
@@ -716,6 +715,7 @@ class Ngu:
         self._replay.update_priorities(batch.indices, priorities.cpu().numpy())
         self._statistics = {
             "loss": value,
+            "grad_norm": step.grad_norm,
             "q_loss": q_loss.item(),
             "inverse_dynamics_loss": inverse_loss.item(),
             "rnd_loss": rnd_loss.item(),
