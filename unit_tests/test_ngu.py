@@ -428,3 +428,31 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
 def last_eval_of(results_csv) -> float:
     with open(results_csv) as f:
         return float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
+
+
+def test_an_actors_own_statistics_travel_with_its_message_beside_the_links():
+    from deep_rl_zoo.runtime.interface import ActorLinkBase
+
+    class Link(ActorLinkBase):
+        sent = []
+
+        def should_stop(self):
+            return False
+
+        def _transmit(self, message):
+            self.sent.append(message)
+
+        def _published_version(self):
+            return 0
+
+        def _copy_parameters(self, module):
+            return 0
+
+        def _wait_for_version_above(self, version):
+            pass
+
+    link = Link(actor_index=5)
+    link.send("payload", {"epsilon": 0.4, "policy_index": 3.0})
+    (message,) = Link.sent
+    assert message.statistics["epsilon"] == 0.4 and message.statistics["policy_index"] == 3.0
+    assert "steps_per_second" in message.statistics and message.actor_index == 5
