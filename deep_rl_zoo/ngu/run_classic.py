@@ -4,7 +4,7 @@
 from deep_rl_zoo.config import ATARI_FIELDS, run_script
 from deep_rl_zoo.ngu.train import NguConfig, main
 
-DEFAULTS = {"environment_name": "MountainCar-v0"}
+DEFAULTS = {}  # NguConfig's own defaults are the classic-control ones (MountainCar-v0)
 
 if __name__ == "__main__":
     # Blocks are --sequence_length / 2 steps (no --unroll_length); each policy has its gamma_j (no --discount).

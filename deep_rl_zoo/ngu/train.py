@@ -31,8 +31,14 @@ class NguConfig(R2d2Config):
     """NGU hyper-parameters: R2D2's (sequences, replay, targets, Ape-X epsilons; `--discount` is
     replaced by each policy's gamma_j) plus the novelty and policy-family ones, the paper's (Badia et al.
     2020, table of hyper-parameters) unless said. Classic-control defaults are for MountainCar-v0 on a CPU:
-    4 policies for 4 actors (the paper: 32 policies over 256 actors), an MLP embedding of 32 units."""
+    4 policies for 4 actors (the paper: 32 policies over 256 actors), an MLP embedding of 32 units, and a
+    gradient step on 32 sequences every 16 env steps received (each learner step also trains the embedding
+    and RND, and NGU's actors cost about 4 network calls per env step)."""
 
+    environment_name: str = field("MountainCar-v0", "Gymnasium id, or a short Atari name such as Pong.")
+    updates_per_env_step: float = field(
+        0.0625, "Gradient steps per env step received (R2D2's classic 0.25 is 4x the CPU per env step)."
+    )
     num_policies: int = field(4, "N, policies of the family (beta_j, gamma_j); actor i plays j = i mod N.")
     intrinsic_beta: float = field(0.3, "beta of the most exploratory policy (j = N - 1).")
     gamma_max: float = field(0.997, "gamma_0, of the exploitative policy j = 0.")
