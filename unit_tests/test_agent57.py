@@ -2,6 +2,7 @@
 combined Q's greedy action), the two networks' separate gradients, the sliding-window UCB
 meta-controller and its state surviving a resume, smoke runs of every script, and bad input."""
 
+import csv
 import dataclasses
 import os
 
@@ -360,3 +361,26 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
         )
     )
     assert len(returns) == 1
+
+
+@pytest.mark.learning
+def test_agent57_greedy_policy_reaches_the_mountaincar_flag(tmp_path):
+    """Agent57's counterpart of NGU's learning test (unit_tests/test_ngu.py): the same milestone, a greedy
+    mean above -200 on MountainCar-v0 after 20k env steps with the classic defaults (4 actors, bandits over
+    4 policies). Measured: MILESTONE_FIGURES."""
+    config = train.Agent57Config(
+        num_iterations=2,
+        num_train_steps=10_000,
+        num_eval_steps=2_000,
+        stop_when_solved=False,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+    )
+    train.main(config)
+    with open(tmp_path / "runs" / "Agent57_MountainCar-v0" / "results.csv") as f:
+        last_eval = float(list(csv.DictReader(f))[-1]["eval_mean_episode_return"])
+    assert last_eval > -200, (
+        f"Agent57's greedy policy never reached MountainCar's flag in 20k steps ({last_eval})"
+    )
