@@ -245,7 +245,7 @@ def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_life
     assert block.extras["previous_action"].tolist() == [0, actions[0]]
     assert block.extras["intrinsic_reward"][0] == 0.0  # first step: masked, 0
     # Step 1 by hand: episodic reward of f(o_1) against {f(o_0)} with the running mean carried on
-    # from actor 2's row (4.0 over 1 distance), times min(max(1 + (err - 0.5) / 0.5, 1), 5).
+    # from actor 2's row (4.0 over 1 distance), times the life-long factor.
     e0, e1 = (networks.embedding.embed(torch.tensor([o]))[0] for o in observations[:2])
     d2 = float((e1 - e0).square().sum())
     mean = (4.0 + d2) / 2.0
