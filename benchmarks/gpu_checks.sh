@@ -9,6 +9,7 @@
 #    (benchmarks/distributed_scaling.py), actors on the CPU, then 8 actors with their networks on the GPU.
 # 3. PPO on Pong for $STEPS (default 20,000) env steps with 8 actors: learner on CUDA, then on the CPU, from the
 #    real command line; training env steps/s read from each run's CSV.
+# 5. The acting loop with --num_envs=16 and the forward on CUDA against the vector env alone (issue 14).
 #
 # A machine that cannot reach a package registry (this project's lent GPU machines) needs gymnasium and
 # ale-py carried as wheels: on a machine with pip access, in the repository root,
@@ -60,6 +61,12 @@ for device in ${LEARNER_DEVICES:-cuda cpu}; do
   echo "learner on $device: $(( $(date +%s) - start )) s wall;" \
     "train env steps/s $("$PYTHON" -c "import csv,sys; print(list(csv.DictReader(open(sys.argv[1])))[-1]['train_steps_per_second'])" "$csv")"
 done
+
+# 5 (runs before 4). The acting loop with --num_envs on the GPU (issue 14): 16 envs on ale-py's C++ vector
+#    env (16 threads), DQN's network on CUDA; target: vector loop >= 80% of the vector env alone.
+echo "== 5. Atari acting loop, 16 vector envs, forward on CUDA"
+"$PYTHON" benchmarks/atari_acting_speed.py --num_envs=16 --env_threads=16 --device=cuda --num_steps=2000 \
+  --blocks=3 || true
 
 # 4. PPO-RND on Montezuma's Revenge (issue 11): the long run, with run_atari's defaults (Burda et al.'s
 #    setting: 4 minibatches per epoch) and as many actors as the machine has cores, networks on the GPU.

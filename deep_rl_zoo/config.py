@@ -47,6 +47,11 @@ class RunConfig:
     num_train_steps: int = field(5000, "Env steps of training per iteration.")
     num_eval_steps: int = field(5000, "Env steps of greedy evaluation per iteration (whole episodes count).")
     max_episode_steps: int = field(0, "Cut episodes after this many env steps; 0 keeps the env's own limit.")
+    num_envs: int = field(
+        1,
+        "Envs stepped together with one batched forward (replay Q agents: per process; distributed "
+        "agents: per actor). Atari uses ale-py's C++ vector env when > 1.",
+    )
     environment_height: int = field(84, "Atari frame height after resizing.")
     environment_width: int = field(84, "Atari frame width after resizing.")
     environment_frame_skip: int = field(4, "Atari emulator frames per env step (max over the last two).")
@@ -79,7 +84,7 @@ class RunConfig:
     def __post_init__(self):
         for name in ("num_iterations", "num_train_steps", "environment_height", "environment_width"):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
-        for name in ("environment_frame_skip", "environment_frame_stack", "num_threads"):
+        for name in ("environment_frame_skip", "environment_frame_stack", "num_threads", "num_envs"):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
         for name in ("num_eval_steps", "max_episode_steps", "noop_max", "debug_screenshots_interval"):
             require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")

@@ -1,5 +1,7 @@
 """Evaluation actors: act (almost) greedily with a network shared with, or loaded for, the learner."""
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from torch import nn
@@ -34,6 +36,13 @@ class EpsilonGreedyActor:
     def step(self, timestep: TimeStep) -> int:
         return epsilon_greedy_action(
             self._network, timestep.observation, self._epsilon, self._num_actions, self._rng, self._device
+        )
+
+    def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
+        """Actions [N] for one timestep of each of N envs, with one batched forward."""
+        observations = np.stack([timestep.observation for timestep in timesteps])
+        return epsilon_greedy_actions(
+            self._network, observations, self._epsilon, self._num_actions, self._rng, self._device
         )
 
     def reset(self) -> None:
@@ -122,3 +131,30 @@ class PolicyGreedyActor:
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+
+@torch.inference_mode()
+def greedy_actions(network: nn.Module, observations: np.ndarray, device: torch.device) -> np.ndarray:
+    """int64 [N]: arg-max_a Q(observation_i, a) for a batch [N, ...] of observations, in one forward."""
+    x = torch.as_tensor(observations, device=device)
+    return network(x).q_values.argmax(dim=1).cpu().numpy().astype(np.int64)
+
+
+def epsilon_greedy_actions(
+    network: nn.Module,
+    observations: np.ndarray,
+    epsilon: float,
+    num_actions: int,
+    rng: np.random.Generator,
+    device: torch.device,
+) -> np.ndarray:
+    """`epsilon_greedy_action` for a batch [N, ...] of observations (one env each), one forward for all
+    the envs that do not explore. With N = 1 it draws from `rng` exactly as `epsilon_greedy_action`."""
+    num_envs = len(observations)
+    explore = rng.random(num_envs) < epsilon
+    actions = np.empty(num_envs, dtype=np.int64)
+    if explore.any():
+        actions[explore] = rng.integers(num_actions, size=int(explore.sum()))
+    if not explore.all():
+        actions[~explore] = greedy_actions(network, observations[~explore], device)
+    return actions

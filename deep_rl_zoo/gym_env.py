@@ -138,6 +138,11 @@ def resolve_environment_name(name: str) -> str:
     return _resolve(name, note_renames=True)
 
 
+def resolve_environment_name_quietly(name: str) -> str:
+    """`resolve_environment_name` without the rename note (for factories: the run script noted it)."""
+    return _resolve(name, note_renames=False)
+
+
 def is_atari(name: str) -> bool:
     """Whether `name` (anything `resolve_environment_name` accepts) is an ALE Atari game.
 
@@ -264,6 +269,16 @@ def _fire_action_needed(env: gym.Env) -> bool:
     return len(meanings) >= 3 and meanings[1] == "FIRE"
 
 
+def game_needs_fire(environment_name: str) -> bool:
+    """Whether the Atari game waits for FIRE to start (`FireOnReset` is used for it), from its minimal
+    action set; creates the emulator once to read it."""
+    env = gym.make(_resolve(environment_name, note_renames=False), frameskip=1, full_action_space=False)
+    try:
+        return _fire_action_needed(env)
+    finally:
+        env.close()
+
+
 class FireOnReset(gym.Wrapper):
     """Presses FIRE, then action 2, after every reset, for games that wait for FIRE to start.
 
@@ -363,7 +378,8 @@ class FinalScreenAtariPreprocessing(AtariPreprocessing):
 
     ale_py's C++ `AtariVectorEnv` (0.12.1) has the same fault: with `max_num_frames_per_episode` 301,
     302 or 303 (1, 2 or 3 frames into Pong's 76th step), its last observation's newest frame equals
-    the previous step's; the zoo does not use it yet, and must re-check this before it does.
+    the previous step's. `vector_env.AtariVectorEnvironment` therefore switches that cap off and
+    truncates itself after the first whole agent step that reaches it (its docstring, item 4).
     """
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:

@@ -14,6 +14,7 @@ reuses `run_env_loop`, `run_evaluation_phase` and `finish_iteration`.
 import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -46,6 +47,19 @@ def run_env_loop(env: gym.Env, agent: Agent, seed: int | None = None) -> Iterato
                 break
             observation, reward, terminated, truncated, info = env.step(action)
             timestep = TimeStep(observation, float(reward), bool(terminated), bool(truncated), False, info)
+
+
+def run_vector_env_loop(env: Any, agent: Any, seed: int | None = None) -> Iterator[tuple[TimeStep, object]]:
+    """`run_env_loop` for N envs in lockstep (`vector_env.VectorEnvironment`) and an agent with
+    `step_batch(timesteps [N]) -> actions [N]`: yields (timestep, action) of env 0, 1, ..., N - 1 for
+    each round, forever. Each env's timesteps follow `run_env_loop`'s contract (the agent sees the
+    last timestep of an episode, its action is ignored, the next one is the next episode's first);
+    the agent's `reset` is not called: a `first` timestep starts each env's episode afresh."""
+    timesteps = env.reset(seed=0 if seed is None else seed)
+    while True:
+        actions = agent.step_batch(timesteps)
+        yield from zip(timesteps, actions, strict=True)
+        timesteps = env.step(actions)
 
 
 def run_env_steps(
@@ -140,7 +154,11 @@ def run_single_thread_training_iterations(
         least `solved_min_episodes` whole episodes.
     """
     # A resumed run re-seeds its environments differently, so it does not replay the same episodes.
-    train_loop = run_env_loop(train_env, train_agent, seed=seed + 1000 * loop_state.next_iteration)
+    train_seed = seed + 1000 * loop_state.next_iteration
+    if getattr(train_env, "num_envs", 1) > 1:  # --num_envs: a vector_env.VectorEnvironment
+        train_loop = run_vector_env_loop(train_env, train_agent, seed=train_seed)
+    else:
+        train_loop = run_env_loop(train_env, train_agent, seed=train_seed)
     train_stats, eval_stats = trackers.PhaseStats(), trackers.PhaseStats()
     train_episode_count = 0
     warm_up = WarmUpNotice(train_agent.statistics)

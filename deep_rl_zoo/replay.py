@@ -325,8 +325,16 @@ class FrameStackStore:
         stacks(3) = [b0, b0, b0, b1]      # padded with B's first frame, never with a1
         stacks(5) = [b0, b1, b2, b3]
 
-    Frames must come from one env, in time order; `first` marks the first frame of each episode
-    (or of each life, whatever the agent treats as `timestep.first`).
+    Frames of one env come in time order; `first` marks the first frame of each episode (or of each
+    life, whatever the agent treats as `timestep.first`). Several envs (`--num_envs`) share one store
+    as separate `stream`s: their frames interleave in the ring, and each slot remembers how many
+    handles back its stream's previous frame is (`step_back`, 0 for a first frame), so a stack follows
+    its own stream. Two streams interleaved (frames of env 1 in brackets):
+
+        handle      0    1     2    3     4    5
+        frame       a0  [b0]   a1  [b1]   a2  [b2]
+        step_back   0    0     2    2     2    2
+        stacks(4) = [a0, a0, a1, a2]      # 4 -> 2 -> 0, then padded with a0
     """
 
     def __init__(self, capacity: int, frame_shape: tuple[int, int], stack_size: int) -> None:
@@ -341,6 +349,9 @@ class FrameStackStore:
         # Per slot: how many earlier frames of the same episode the stack may use,
         # min(handle - handle of the episode's first frame, stack_size - 1). 0 for a first frame.
         self._frames_since_first = np.zeros(self._capacity, dtype=np.uint8)
+        # Per slot: handle - handle of the same stream's previous frame (0 for a first frame).
+        self._step_back = np.zeros(self._capacity, dtype=np.uint16)
+        self._last_handle_of_stream: dict[int, int] = {}
         self._next_handle = 0
 
     @property
@@ -362,15 +373,16 @@ class FrameStackStore:
 
     @property
     def nbytes(self) -> int:
-        """Bytes allocated: the frame ring plus one byte of bookkeeping per slot."""
-        return self._frames.nbytes + self._frames_since_first.nbytes
+        """Bytes allocated: the frame ring plus three bytes of bookkeeping per slot."""
+        return self._frames.nbytes + self._frames_since_first.nbytes + self._step_back.nbytes
 
-    def add(self, frame: np.ndarray, first: bool) -> int:
+    def add(self, frame: np.ndarray, first: bool, stream: int = 0) -> int:
         """Stores the newest frame of the env and returns its handle.
 
         Args:
             frame: uint8 [H, W], e.g. `timestep.observation[-1]`.
             first: whether the frame is the first of an episode (`timestep.first`).
+            stream: which env the frame comes from (0 .. num_envs - 1).
         """
         frame = np.asarray(frame)
         if frame.shape != self._frame_shape or frame.dtype != np.uint8:
@@ -379,15 +391,23 @@ class FrameStackStore:
             )
         handle = self._next_handle
         slot = handle % self._capacity
+        previous_handle = self._last_handle_of_stream.get(stream)
         if first:
-            frames_since_first = 0
-        elif handle == 0:
-            raise ValueError("the first frame added to a FrameStackStore must have first=True")
+            frames_since_first, step_back = 0, 0
+        elif previous_handle is None:
+            raise ValueError(
+                f"the first frame of stream {stream} added to a FrameStackStore must have first=True"
+            )
         else:
-            previous = int(self._frames_since_first[(handle - 1) % self._capacity])
+            previous = int(self._frames_since_first[previous_handle % self._capacity])
             frames_since_first = min(previous + 1, self._stack_size - 1)
+            step_back = handle - previous_handle
+            if step_back > np.iinfo(np.uint16).max:
+                raise ValueError(f"stream {stream}'s previous frame is {step_back} handles back (> 65535)")
         self._frames[slot] = frame
         self._frames_since_first[slot] = frames_since_first
+        self._step_back[slot] = step_back
+        self._last_handle_of_stream[stream] = handle
         self._next_handle += 1
         return handle
 
@@ -405,13 +425,17 @@ class FrameStackStore:
         frames_since_first = np.zeros(capacity, dtype=np.uint8)
         frames[kept % capacity] = self._frames[kept % self._capacity]
         frames_since_first[kept % capacity] = self._frames_since_first[kept % self._capacity]
+        step_back = np.zeros(capacity, dtype=np.uint16)
+        step_back[kept % capacity] = self._step_back[kept % self._capacity]
         self._frames, self._frames_since_first, self._capacity = frames, frames_since_first, capacity
+        self._step_back = step_back
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         """The ring (each frame once, in slot order), its bookkeeping and the next handle."""
         return {
             "frames": self._frames,
             "frames_since_first": self._frames_since_first,
+            "step_back": self._step_back,
             "next_handle": np.array(self._next_handle, np.int64),
         }
 
@@ -429,8 +453,14 @@ class FrameStackStore:
             )
         self._frames = np.array(frames)  # a writable copy
         self._frames_since_first = np.array(arrays["frames_since_first"], dtype=np.uint8)
+        if "step_back" in arrays:
+            self._step_back = np.array(arrays["step_back"], dtype=np.uint16)
+        else:  # saved before streams existed: one env, whose previous frame is the previous handle
+            self._step_back = (self._frames_since_first > 0).astype(np.uint16)
         self._capacity = frames.shape[0]
         self._next_handle = int(arrays["next_handle"])
+        # A resumed run starts new episodes: every stream's next frame is a first frame.
+        self._last_handle_of_stream = {}
 
     def valid(self, handles: np.ndarray) -> np.ndarray:
         """bool [B]: whether every frame that `stacks` needs for each handle is still stored.
@@ -438,13 +468,27 @@ class FrameStackStore:
         A handle h is always valid while h >= newest - capacity + stack_size; a handle near the start
         of its episode needs fewer earlier frames, so it stays valid a little longer.
         """
-        handles = self._as_handles(handles)
-        in_range = (handles >= 0) & (handles < self._next_handle)
+        return self._chains(self._as_handles(handles))[1]
+
+    def _chains(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """int64 [B, S]: the handles of each stack's frames, newest first (a first frame repeats: reset
+        padding), and bool [B]: whether all of them are still stored."""
         oldest_kept = self._next_handle - self._capacity
-        # Only read the bookkeeping of slots that still hold the handle's own frame.
-        readable = in_range & (handles >= oldest_kept)
-        since = np.where(readable, self._frames_since_first[handles % self._capacity], 0)
-        return readable & (handles - since >= oldest_kept)
+        valid = (handles >= 0) & (handles < self._next_handle) & (handles >= oldest_kept)
+        chains = np.empty((handles.shape[0], self._stack_size), dtype=np.int64)
+        current = handles.copy()
+        chains[:, 0] = current
+        for position in range(1, self._stack_size):
+            # Only read the bookkeeping of slots that still hold the chain's own frame.
+            back = np.where(valid, self._step_back[current % self._capacity].astype(np.int64), 0)
+            current = current - back
+            valid &= current >= oldest_kept
+            chains[:, position] = current
+        return chains, valid
+
+    def oldest_needed(self, handle: int) -> int:
+        """The oldest handle whose frame the stack of `handle` needs (`handle` itself for a first frame)."""
+        return int(self._chains(np.array([handle], dtype=np.int64))[0][0, -1])
 
     def stacks(self, handles: np.ndarray) -> np.ndarray:
         """Rebuilds the frame stacks of `handles` (int [B]) as uint8 [B, stack_size, H, W].
@@ -454,7 +498,7 @@ class FrameStackStore:
                 never issued.
         """
         handles = self._as_handles(handles)
-        valid = self.valid(handles)
+        chains, valid = self._chains(handles)
         if not valid.all():
             bad = handles[~valid]
             raise StaleFrameHandleError(
@@ -463,12 +507,8 @@ class FrameStackStore:
                 f"{self._next_handle - 1} and a stack needs up to {self._stack_size - 1} frames before "
                 f"its handle. Size the store with frame_store_capacity()."
             )
-        since = self._frames_since_first[handles % self._capacity].astype(np.int64)  # [B]
-        # Offsets of the stack positions from the handle, oldest first: stack_size - 1, ..., 1, 0;
-        # an offset reaching before the episode's first frame is clamped onto it (reset padding).
-        offsets = np.arange(self._stack_size - 1, -1, -1, dtype=np.int64)  # [S]
-        offsets = np.minimum(offsets[None, :], since[:, None])  # [B, S]
-        return self._frames[(handles[:, None] - offsets) % self._capacity]  # [B, S, H, W]
+        # The chain runs newest first; a stack lists its frames oldest first.
+        return self._frames[chains[:, ::-1] % self._capacity]  # [B, S, H, W]
 
     @staticmethod
     def _as_handles(handles: np.ndarray) -> np.ndarray:
@@ -729,6 +769,10 @@ class TransitionWriter:
     `add` turns the timestep into zero or more `Transition`s (via the accumulator) and adds them to the
     replay; on Atari the observation goes to the `FrameStackStore` first and the transitions carry its
     handles. `to_tensors` turns a sampled batch back into tensors, rebuilding the frame stacks.
+
+    With several envs (`--num_envs`), `add(..., stream=i)` keeps env i's n-step windows in its own
+    accumulator and its frames in its own stream of the store, so a transition or a stack never mixes
+    two envs; all streams share the replay.
     """
 
     def __init__(
@@ -739,20 +783,27 @@ class TransitionWriter:
     ):
         self.replay = replay
         self.frame_store = frame_store
-        self._accumulator = accumulator
+        self._accumulators = [accumulator]  # one per stream (env), made on its first timestep
 
-    def add(self, timestep: TimeStep, action: Any) -> None:
+    def _accumulator(self, stream: int) -> TransitionAccumulator:
+        while len(self._accumulators) <= stream:
+            first = self._accumulators[0]
+            self._accumulators.append(TransitionAccumulator(first.n, first.discount))
+        return self._accumulators[stream]
+
+    def add(self, timestep: TimeStep, action: Any, stream: int = 0) -> None:
+        accumulator = self._accumulator(stream)
         if self.frame_store is None:
-            for transition in self._accumulator.step(timestep, timestep.observation, action):
+            for transition in accumulator.step(timestep, timestep.observation, action):
                 self.replay.add(transition)
             return
         # The frame's handle is known before it is stored, so the transitions it completes go into the
         # replay first: then the replay's oldest transition is final when the store makes room.
         handle = self.frame_store.num_added
-        for transition in self._accumulator.step(timestep, handle, action):
+        for transition in accumulator.step(timestep, handle, action):
             self.replay.add(transition)
         self._keep_frames_of_oldest_transition(handle)
-        self.frame_store.add(timestep.observation[-1], timestep.first)
+        self.frame_store.add(timestep.observation[-1], timestep.first, stream)
 
     def _keep_frames_of_oldest_transition(self, new_handle: int) -> None:
         """Grows the frame store when storing `new_handle` would overwrite a frame that the replay's
@@ -763,19 +814,19 @@ class TransitionWriter:
         frames per transition than that margin holds. Rather than a stale handle hours into a run, the
         ring then grows, by at least 1/32 of its size so that a growing run copies it rarely:
 
-            needed slots = new_handle - (s_tm1 of the oldest transition) + stack_size
-            (the oldest transition's stack reaches stack_size - 1 frames before its s_tm1)
+            needed slots = new_handle - (oldest frame the stack of the oldest transition's s_tm1 needs) + 1
         """
         store = self.frame_store
         assert store is not None
         if self.replay.size == 0:
             return
-        needed = new_handle - int(self.replay.oldest_value("s_tm1")) + store.stack_size
+        needed = new_handle - store.oldest_needed(int(self.replay.oldest_value("s_tm1"))) + 1
         if needed > store.capacity:
             store.grow(max(needed, store.capacity + max(1, store.capacity // 32)))
 
     def reset(self) -> None:
-        self._accumulator.reset()
+        for accumulator in self._accumulators:
+            accumulator.reset()
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         """The replay's and the frame store's contents as plain arrays (`replay/...`, `frames/...`).
@@ -800,7 +851,7 @@ class TransitionWriter:
                 "the saved replay " + ("stores" if has_frames else "does not store") + " Atari frames, this "
                 "agent's replay " + ("does not" if has_frames else "does")
             )
-        self._accumulator.reset()
+        self.reset()
         self.replay.load_state_arrays(_with_prefix(arrays, "replay/"), Transition)
         if self.frame_store is not None:
             self.frame_store.load_state_arrays(_with_prefix(arrays, "frames/"))
@@ -825,14 +876,20 @@ def _with_prefix(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.nda
 
 
 def frame_store_for(
-    observation_shape: tuple[int, ...], replay_capacity: int, n_step: int
+    observation_shape: tuple[int, ...], replay_capacity: int, n_step: int, num_envs: int = 1
 ) -> FrameStackStore | None:
     """The FrameStackStore an n-step transition replay of `replay_capacity` needs for stacked-frame
-    observations [stack, H, W] (sized by `frame_store_capacity`), or None for vector observations."""
+    observations [stack, H, W] (sized by `frame_store_capacity`), or None for vector observations.
+
+    With `num_envs` interleaved envs a transition's frames and a stack's frames lie about `num_envs`
+    times further apart in handles, so the n-step and stack margins are scaled by it (and
+    `TransitionWriter` still grows the store should that not hold)."""
     if len(observation_shape) != 3:
         return None
     return FrameStackStore(
-        capacity=frame_store_capacity(replay_capacity, n_step),
+        capacity=frame_store_capacity(
+            replay_capacity, n_step * num_envs, stack_size=observation_shape[0] * num_envs
+        ),
         frame_shape=tuple(observation_shape[1:]),
         stack_size=observation_shape[0],
     )

@@ -12,7 +12,7 @@ calls these functions in `build_agents`.
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -26,6 +26,7 @@ from deep_rl_zoo.config import RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.sequence_replay import SequenceReplay
+from deep_rl_zoo.types_ import TimeStep
 
 _C = TypeVar("_C", bound="ReplayQConfig")
 
@@ -232,3 +233,38 @@ def load_network(
     if checkpoint is not None:
         network.load_state_dict(checkpoint["agent"]["network"])
     return network.to(device).eval()
+
+
+# --- Acting in several envs at once (--num_envs)
+
+
+def act_and_store(
+    timesteps: Sequence[TimeStep],
+    writer: replay_lib.TransitionWriter,
+    env_steps: int,
+    choose_actions: Callable[[np.ndarray, int], np.ndarray],
+) -> tuple[np.ndarray, int]:
+    """What every replay Q agent's `step_batch` does before learning: counts the env steps the
+    timesteps complete (one per env that is not at a first timestep), chooses one action per env
+    with `choose_actions(observations [N, ...], env_steps)` (one batched forward), and stores env i's
+    timestep through the writer's stream i. Returns the actions [N] and the new env step count.
+
+    With one env this is exactly a single-env agent's `step`: count, act, store.
+    """
+    env_steps += sum(not timestep.first for timestep in timesteps)
+    actions = choose_actions(np.stack([timestep.observation for timestep in timesteps]), env_steps)
+    for stream, (timestep, action) in enumerate(zip(timesteps, actions, strict=True)):
+        writer.add(timestep, int(action), stream)
+    return actions, env_steps
+
+
+def learning_steps_due(
+    env_steps_before: int, env_steps: int, learn_interval: int, replay_size: int, min_replay_size: int
+) -> int:
+    """Gradient steps due after the env steps env_steps_before + 1 .. env_steps: one per multiple of
+    `learn_interval` among them, once the replay holds `min_replay_size` transitions. So N envs keep
+    the single env's one gradient step per `learn_interval` env steps, e.g. 8 envs and an interval of
+    4 give 2 steps per round (8 // 4)."""
+    if replay_size < min_replay_size:
+        return 0
+    return env_steps // learn_interval - env_steps_before // learn_interval

@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers
+from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers, vector_env
 from deep_rl_zoo.config import EvalConfig, RunConfig, field
 from deep_rl_zoo.errors import CheckpointError, ConfigError, require
 from deep_rl_zoo.runtime.interface import ActorRuntime, DistributedLearner, LearnerLink
@@ -79,6 +79,53 @@ def make_environment(
         config, seed, train=train, render_mode=render_mode, video_dir=video_dir, video_name=video_name
     )
     return wrap_env(env) if wrap_env is not None else env
+
+
+def make_train_environment(
+    config: RunConfig,
+    seed: int,
+    *,
+    agent_name: str,
+    render_mode: str | None = None,
+    wrap_env: Callable[[gym.Env], gym.Env] | None = None,
+) -> Any:
+    """The training env: `make_environment(train=True)`, or with `--num_envs` > 1 that many envs in
+    lockstep (`vector_env`: ale-py's C++ vector env on Atari, gymnasium envs one after the other
+    elsewhere). Their episode statistics and timesteps mean what a single env's do."""
+    num_envs = getattr(config, "num_envs", 1)
+    if num_envs == 1:
+        return make_environment(config, seed, train=True, render_mode=render_mode, wrap_env=wrap_env)
+    require(
+        wrap_env is None,
+        f"--num_envs={num_envs}: {agent_name} wraps its environment (e.g. obscured screens) and runs one env",
+    )
+    if gym_env.is_atari(config.environment_name):
+        return vector_env.AtariVectorEnvironment(
+            config.environment_name,
+            num_envs,
+            frame_height=config.environment_height,
+            frame_width=config.environment_width,
+            frame_skip=config.environment_frame_skip,
+            frame_stack=config.environment_frame_stack,
+            max_episode_steps=config.max_episode_steps,
+            noop_max=config.noop_max,
+            terminal_on_life_loss=config.terminal_on_life_loss,
+            clip_reward=config.clip_reward,
+            sticky_action_probability=config.sticky_action_probability,
+            num_threads=min(num_envs, os.cpu_count() or 1),
+        )
+    return vector_env.SerialVectorEnvironment(
+        [make_environment(config, seed + i, train=True) for i in range(num_envs)]
+    )
+
+
+def check_num_envs(config: RunConfig, agent_name: str, agent: Any) -> None:
+    """--num_envs > 1 needs an agent that acts for a batch of envs (`step_batch`); else a one-line error."""
+    num_envs = getattr(config, "num_envs", 1)
+    require(
+        num_envs == 1 or hasattr(agent, "step_batch"),
+        f"--num_envs={num_envs}: {agent_name} acts in one env at a time; run it with --num_envs=1",
+    )
 
 
 def _make_base_environment(
@@ -189,10 +236,13 @@ def train(
     resume = load_resume_checkpoint(config, agent_name, environment_id)
 
     debug_render = "rgb_array" if config.debug_screenshots_interval > 0 else None
-    train_env = make_environment(config, config.seed, train=True, render_mode=debug_render, wrap_env=wrap_env)
+    train_env = make_train_environment(
+        config, config.seed, agent_name=agent_name, render_mode=debug_render, wrap_env=wrap_env
+    )
     eval_env = make_environment(config, config.seed + 1, train=False, wrap_env=wrap_env)
     check_action_space(train_env, agent_name, action_space)
     agents = build_agents(train_env, device)
+    check_num_envs(config, agent_name, agents.train_agent)
 
     loop_state = restore_or_start(config, agents.train_agent, resume)
     if resume is not None and getattr(config, "checkpoint_replay", False):
@@ -609,6 +659,10 @@ def _build_actor_process_side(
     """Runs in the actor process: its training env, then the algorithm's actor for it."""
     seed_everything(seed, num_threads=1)
     interval = config.debug_screenshots_interval
+    if config.num_envs > 1:
+        env = make_train_environment(config, seed, agent_name=config.environment_name)
+        actor, module = build_actor(config, env, device, link, seed)
+        return env, actor, module
     env = make_environment(config, seed, train=True, render_mode="rgb_array" if interval > 0 else None)
     if interval > 0:  # the frames travel to the learner with the episode statistics
         env = gym_env.TerminalFrames(env, interval)
@@ -645,10 +699,14 @@ def train_distributed(
     build_learner: Callable[[gym.Env, torch.device], DistributedAgents],
     build_actor: Callable,
     action_space: str = "discrete",
+    batched_actors: bool = False,
 ) -> main_loop.LoopState:
     """Runs a distributed training run (one learner process, `config.num_actors` actors).
 
     Args:
+      batched_actors: the agent's actors can step `--num_envs` envs each (`UnrollActor.step_batch` with
+        a feed-forward policy) and its learner takes their lists of unrolls; else --num_envs > 1 is
+        refused in one line.
       build_learner: in the learner process, from an env (for its spaces) and the learner device.
       build_actor: module-level function `(config, env, device, link, seed) -> (actor, actor_module)`,
         called in each actor process; `actor_module` has the architecture of the learner's
@@ -657,6 +715,14 @@ def train_distributed(
     Everything that can reject the input is checked before any process starts or anything is written.
     """
     environment_id = gym_env.resolve_environment_name(config.environment_name)
+    require(
+        config.num_envs == 1 or batched_actors,
+        f"--num_envs={config.num_envs}: {agent_name}'s actors step one env each; use --num_actors for more envs",
+    )
+    require(
+        config.num_envs == 1 or config.debug_screenshots_interval == 0,
+        "--debug_screenshots_interval needs --num_envs=1 (screens come from a single env's renderer)",
+    )
     device = resolve_device(config.device)
     if config.backend == "ray":
         import_ray()  # a one-line error before any work if the extra is not installed

@@ -68,6 +68,7 @@ class FeedForwardPolicy:
         self, policy: nn.Module, continuous: bool, observation_space: gym.Space, device: torch.device
     ):
         self._forward = numpy_policy.policy_forward(policy)
+        self._module = _ActionParameters(policy, continuous).eval()
         if self._forward is None:
             self._traced = _traced_policy(policy, continuous, observation_space, device)
             self._forward = self._run_traced
@@ -76,6 +77,16 @@ class FeedForwardPolicy:
 
     def __call__(self, observation: np.ndarray, first: bool) -> Any:
         return self._forward(observation)
+
+    @torch.inference_mode()
+    def batch(self, observations: np.ndarray) -> Any:
+        """Logits [N, A], or (mean [N, D], log_std [N, D]), for N observations (one per env) at once:
+        one torch forward (the numpy mirror's advantage is per-call overhead, which a batch shares)."""
+        output = self._module(torch.as_tensor(observations, device=self._device))
+        if self._continuous:
+            mean, log_std = output[0].cpu().numpy(), output[1].cpu().numpy()
+            return mean, np.broadcast_to(log_std, mean.shape)
+        return output.cpu().numpy()
 
     def state(self) -> tuple:
         return ()
@@ -100,6 +111,21 @@ def observation_dtype(observation_space: gym.Space) -> np.dtype:
     )
 
 
+class _EnvUnroll:
+    """What one env has collected of the unroll being built (lists of the `Unroll` fields)."""
+
+    def __init__(self, core_state: tuple = ()):
+        self.core_state = core_state
+        self.observations: list[np.ndarray] = []
+        self.first: list[bool] = []
+        self.actions: list[Any] = []
+        self.logits: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.terminated: list[bool] = []
+        self.truncated: list[bool] = []
+        self.valid: list[bool] = []
+
+
 class UnrollActor:
     """Acts by sampling the policy and sends each unroll of T steps; what follows a send depends on
     the algorithm:
@@ -110,6 +136,11 @@ class UnrollActor:
 
     `process_unroll` may replace the unroll by what is actually sent (A2C-grad sends gradients computed
     from it). The actor is used by every distributed agent; IMPALA passes its recurrent `ActingPolicy`.
+
+    With `--num_envs` = N > 1 the actor steps N envs (`step_batch`, one batched forward per round) and
+    keeps one unroll per env; every T rounds it sends the N unrolls in one message (a list), env i's
+    with `actor_index = actor * N + i`, so the learner batches them as [T, actors * N] exactly as it
+    batches one-env actors' unrolls (and per-actor state, e.g. reward scaling, is kept per env).
     """
 
     def __init__(
@@ -155,82 +186,115 @@ class UnrollActor:
         self._observation_dtype = observation_dtype(observation_space)
         self._no_action = np.zeros(action_space.shape, np.float32) if self._continuous else 0
         self._no_logits = None if self._continuous else np.zeros(int(action_space.n), np.float32)
-        self._clear()
-
-    def _clear(self) -> None:
-        self._core_state = self._policy.state() if self._record_behaviour else ()
-        self._observations: list[np.ndarray] = []
-        self._first: list[bool] = []
-        self._actions: list[Any] = []
-        self._logits: list[np.ndarray] = []
-        self._rewards: list[float] = []
-        self._terminated: list[bool] = []
-        self._truncated: list[bool] = []
-        self._valid: list[bool] = []
+        self._batched = False  # step_batch was called: unrolls go out as a list, one per env
+        self._envs: list[_EnvUnroll] = []
 
     def step(self, timestep: TimeStep) -> int | np.ndarray:
-        if self._observations:  # timestep completes the pair that started at the previous one
-            self._rewards.append(float(timestep.reward))
-            self._terminated.append(timestep.terminated)
-            self._truncated.append(timestep.truncated)
-        self._observations.append(np.asarray(timestep.observation, dtype=self._observation_dtype))
-        self._first.append(timestep.first)
-        if len(self._observations) == self._unroll_length + 1:
-            self._send()
-        self._valid.append(not timestep.last)
-        if timestep.last:  # the env resets next; this action is never used
-            self._actions.append(self._no_action)
-            self._logits.append(self._no_logits)
-            return self._no_action
-        action = self._sample(self._observations[-1], timestep.first)
-        self._actions.append(action)
-        if self._continuous:
-            return np.clip(action, self._action_low, self._action_high)
-        return int(action)
+        return self._step([timestep], self._sample_one)[0]
 
-    def _send(self) -> None:
+    def step_batch(self, timesteps: list[TimeStep]) -> list[int | np.ndarray]:
+        """`step` for one timestep of each of N envs, with one batched forward of the policy."""
+        if not hasattr(self._policy, "batch"):
+            raise ValueError(f"{self.agent_name}'s acting policy takes one observation at a time")
+        self._batched = True
+        return self._step(timesteps, self._sample_batch)
+
+    def _step(self, timesteps: list[TimeStep], sample: Any) -> list[int | np.ndarray]:
+        if not self._envs:
+            core_state = self._policy.state() if self._record_behaviour else ()
+            self._envs = [_EnvUnroll(core_state) for _ in timesteps]
+        for env, timestep in zip(self._envs, timesteps, strict=True):
+            if env.observations:  # timestep completes the pair that started at the previous one
+                env.rewards.append(float(timestep.reward))
+                env.terminated.append(timestep.terminated)
+                env.truncated.append(timestep.truncated)
+            env.observations.append(np.asarray(timestep.observation, dtype=self._observation_dtype))
+            env.first.append(timestep.first)
+        if len(self._envs[0].observations) == self._unroll_length + 1:  # the envs go in lockstep
+            self._send()
+        acting = [i for i, timestep in enumerate(timesteps) if not timestep.last]
+        sampled = iter(sample([self._envs[i] for i in acting]) if acting else [])
+        actions = []
+        for env, timestep in zip(self._envs, timesteps, strict=True):
+            env.valid.append(not timestep.last)
+            if timestep.last:  # the env resets next; this action is never used
+                env.actions.append(self._no_action)
+                env.logits.append(self._no_logits)
+                actions.append(self._no_action)
+                continue
+            action, logits = next(sampled)
+            env.actions.append(action)
+            if self._record_behaviour and logits is not None:
+                env.logits.append(logits)
+            actions.append(
+                np.clip(action, self._action_low, self._action_high) if self._continuous else action
+            )
+        return actions
+
+    def _unroll(self, env: _EnvUnroll, actor_index: int) -> Unroll:
         extras = {}
         if self._record_behaviour:
             extras = dict(
-                first=np.asarray(self._first, dtype=bool),
-                behaviour_logits=None if self._continuous else np.stack(self._logits),
-                core_state=self._core_state,
+                first=np.asarray(env.first, dtype=bool),
+                behaviour_logits=None if self._continuous else np.stack(env.logits),
+                core_state=env.core_state,
             )
-        unroll = Unroll(
-            actor_index=self._link.actor_index,
+        return Unroll(
+            actor_index=actor_index,
             parameter_version=self._link.parameter_version,
-            observation=np.stack(self._observations),
-            action=np.asarray(self._actions, dtype=np.float32 if self._continuous else np.int64),
-            reward=np.asarray(self._rewards, dtype=np.float32),
-            terminated=np.asarray(self._terminated, dtype=bool),
-            truncated=np.asarray(self._truncated, dtype=bool),
-            valid=np.asarray(self._valid, dtype=bool),
+            observation=np.stack(env.observations),
+            action=np.asarray(env.actions, dtype=np.float32 if self._continuous else np.int64),
+            reward=np.asarray(env.rewards, dtype=np.float32),
+            terminated=np.asarray(env.terminated, dtype=bool),
+            truncated=np.asarray(env.truncated, dtype=bool),
+            valid=np.asarray(env.valid, dtype=bool),
             **extras,
         )
-        last_observation, last_first = self._observations[-1], self._first[-1]
+
+    def _send(self) -> None:
+        num_envs = len(self._envs)
+        unrolls = [
+            self._unroll(env, self._link.actor_index * num_envs + i) for i, env in enumerate(self._envs)
+        ]
         # The next unroll starts at s_T, whose recurrent state is the one before the policy reads s_T.
-        self._clear()
-        self._observations.append(last_observation)
-        self._first.append(last_first)
-        payload = unroll if self._process_unroll is None else self._process_unroll(unroll)
-        self._link.send(payload)
+        core_state = self._policy.state() if self._record_behaviour else ()
+        for i, env in enumerate(self._envs):
+            self._envs[i] = _EnvUnroll(core_state)
+            self._envs[i].observations.append(env.observations[-1])
+            self._envs[i].first.append(env.first[-1])
+        if self._process_unroll is not None:
+            unrolls = [self._process_unroll(unroll) for unroll in unrolls]
+        self._link.send(unrolls if self._batched else unrolls[0])
         if self._wait_for_parameters:
             self._link.wait_for_new_parameters()
         else:
             self._link.pull_parameters()
 
-    def _sample(self, observation: np.ndarray, first: bool) -> Any:
+    def _sample_one(self, envs: list[_EnvUnroll]) -> list[tuple[Any, np.ndarray | None]]:
         # Sampled in numpy: for one observation, torch.distributions' per-call overhead would cost more
         # than the whole network.
-        output = self._policy(observation, first)
+        (env,) = envs
+        output = self._policy(env.observations[-1], env.first[-1])
         if self._continuous:
             mean, std = output[0], np.exp(output[1])
-            return (mean + std * self._rng.standard_normal(mean.shape)).astype(np.float32)
+            return [((mean + std * self._rng.standard_normal(mean.shape)).astype(np.float32), None)]
         logits = output.astype(np.float64)
-        if self._record_behaviour:
-            self._logits.append(logits.astype(np.float32))
         cumulative = np.cumsum(np.exp(logits - logits.max()))
-        return int(np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right"))
+        action = int(np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right"))
+        return [(action, logits.astype(np.float32))]
+
+    def _sample_batch(self, envs: list[_EnvUnroll]) -> list[tuple[Any, np.ndarray | None]]:
+        """`_sample_one` for several envs: one forward, one draw of the generator per env."""
+        output = self._policy.batch(np.stack([env.observations[-1] for env in envs]))
+        if self._continuous:
+            mean, std = output[0], np.exp(output[1])
+            noise = self._rng.standard_normal(mean.shape)
+            return [((mean[k] + std[k] * noise[k]).astype(np.float32), None) for k in range(len(envs))]
+        logits = output.astype(np.float64)
+        cumulative = np.cumsum(np.exp(logits - logits.max(axis=1, keepdims=True)), axis=1)
+        targets = self._rng.random(len(envs)) * cumulative[:, -1]
+        actions = (cumulative <= targets[:, None]).sum(axis=1)  # searchsorted(..., side="right") per row
+        return [(int(actions[k]), logits[k].astype(np.float32)) for k in range(len(envs))]
 
     def reset(self) -> None:
         pass  # episodes follow each other inside unrolls, marked by `valid` (and `first`)

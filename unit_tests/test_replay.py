@@ -313,7 +313,7 @@ class TestFrameStackStore:
 
     def test_memory_figure(self):
         store = replay.FrameStackStore(capacity=1000, frame_shape=(84, 84), stack_size=4)
-        assert store.nbytes == 1000 * 84 * 84 + 1000  # frames once, + 1 byte of bookkeeping per slot
+        assert store.nbytes == 1000 * 84 * 84 + 3 * 1000  # frames once, + 3 bytes of bookkeeping per slot
 
 
 def _simulate_agent(replay_capacity, store_capacity, n, episode_lengths, stack_size=4):

@@ -111,7 +111,11 @@ def _unroll_actor(
 
 def main(config: A2cConfig):
     return run_support.train_distributed(
-        config, A2c.agent_name, lambda env, device: build_learner(config, env, device, False), build_actor
+        config,
+        A2c.agent_name,
+        lambda env, device: build_learner(config, env, device, False),
+        build_actor,
+        batched_actors=True,
     )
 
 
@@ -121,4 +125,5 @@ def main_grad(config: A2cConfig):
         A2cGrad.agent_name,
         lambda env, device: build_learner(config, env, device, True),
         build_gradient_actor,
+        batched_actors=True,
     )

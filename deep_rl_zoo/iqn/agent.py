@@ -7,13 +7,14 @@ and K for acting (Q = the mean of K sampled quantiles; also how the target picks
 """
 
 import copy
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo import value_learning
-from deep_rl_zoo.greedy_actors import epsilon_greedy_action
+from deep_rl_zoo import replay_q_agents, value_learning
+from deep_rl_zoo.greedy_actors import epsilon_greedy_actions
 from deep_rl_zoo.networks.value import IqnNetwork, QuantileNetworkOutput
 from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
@@ -121,24 +122,36 @@ class Iqn:
 
     def step(self, timestep: TimeStep) -> int:
         """Stores what `timestep` completes, learns when due, and returns an epsilon-greedy action."""
-        if not timestep.first:
-            self._env_steps += 1
-        action = epsilon_greedy_action(
+        return int(self.step_batch([timestep])[0])
+
+    def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
+        """`step` for one timestep of each of N envs (`--num_envs`): one batched forward, env i's
+        transitions through replay stream i, one gradient step per `learn_interval` env steps."""
+        env_steps_before = self._env_steps
+        actions, self._env_steps = replay_q_agents.act_and_store(
+            timesteps, self._writer, self._env_steps, self._choose_actions
+        )
+        for _ in range(
+            replay_q_agents.learning_steps_due(
+                env_steps_before,
+                self._env_steps,
+                self._learn_interval,
+                self._replay.size,
+                self._min_replay_size,
+            )
+        ):
+            self._learn()
+        return actions
+
+    def _choose_actions(self, observations: np.ndarray, env_steps: int) -> np.ndarray:
+        return epsilon_greedy_actions(
             self._acting_network,
-            timestep.observation,
-            self.epsilon,
+            observations,
+            self._exploration_epsilon(env_steps),
             self._num_actions,
             self._rng,
             self._device,
         )
-        self._writer.add(timestep, action)
-        if (
-            not timestep.first
-            and self._replay.size >= self._min_replay_size
-            and self._env_steps % self._learn_interval == 0
-        ):
-            self._learn()
-        return action
 
     def reset(self) -> None:
         self._writer.reset()

@@ -57,11 +57,11 @@ class PpoConfig(run_support.DistributedConfig):
             )
         for name in ("value_clip_epsilon", "value_coef", "entropy_coef", "max_grad_norm"):
             require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")
-        batch = self.num_actors * self.unroll_length
+        batch = self.num_actors * self.num_envs * self.unroll_length
         require(
             self.minibatch_size <= batch,
-            f"--minibatch_size={self.minibatch_size} is larger than a batch of --num_actors x --unroll_length"
-            f" = {batch} transitions",
+            f"--minibatch_size={self.minibatch_size} is larger than a batch of --num_actors x --num_envs x "
+            f"--unroll_length = {batch} transitions",
         )
 
 
@@ -85,7 +85,7 @@ def build_network(config: PpoConfig, env: gym.Env) -> NormalizedNetwork:
 def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
     """The learner and a greedy evaluation actor sharing its network (in the learner process)."""
     network = build_network(config, env).to(device)
-    batch = config.num_actors * config.unroll_length
+    batch = config.num_actors * config.num_envs * config.unroll_length  # transitions per update
     num_updates = config.num_iterations * math.ceil(config.num_train_steps / batch)
     learning_rate = LinearSchedule(
         begin_value=config.learning_rate,
@@ -109,7 +109,9 @@ def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_
         rng=np.random.default_rng(config.seed),
         device=device,
         observation_normalizer=network.normalizer if config.normalize_observations else None,
-        reward_scaler=RewardScaler(config.num_actors, config.discount) if config.normalize_rewards else None,
+        reward_scaler=RewardScaler(config.num_actors * config.num_envs, config.discount)
+        if config.normalize_rewards
+        else None,
         value_clip_epsilon=config.value_clip_epsilon,
     )
     eval_agent = unrolls.ClippedActionActor(
@@ -143,4 +145,5 @@ def main(config: PpoConfig, action_space: str = "discrete"):
         lambda env, device: build_learner(config, env, device),
         build_actor,
         action_space=action_space,
+        batched_actors=True,
     )

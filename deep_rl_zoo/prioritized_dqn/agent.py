@@ -3,14 +3,15 @@ https://arxiv.org/abs/1511.05952): Double DQN that replays transitions in propor
 |TD error| (on a sum tree) and corrects the bias with importance-sampling weights."""
 
 import copy
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo import value_learning
-from deep_rl_zoo.greedy_actors import epsilon_greedy_action
+from deep_rl_zoo import replay_q_agents, value_learning
+from deep_rl_zoo.greedy_actors import epsilon_greedy_actions
 from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.types_ import TimeStep
@@ -88,19 +89,36 @@ class PrioritizedDqn:
 
     def step(self, timestep: TimeStep) -> int:
         """Stores what `timestep` completes, learns when due, and returns an epsilon-greedy action."""
-        if not timestep.first:
-            self._env_steps += 1
-        action = epsilon_greedy_action(
-            self._network, timestep.observation, self.epsilon, self._num_actions, self._rng, self._device
+        return int(self.step_batch([timestep])[0])
+
+    def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
+        """`step` for one timestep of each of N envs (`--num_envs`): one batched forward, env i's
+        transitions through replay stream i, one gradient step per `learn_interval` env steps."""
+        env_steps_before = self._env_steps
+        actions, self._env_steps = replay_q_agents.act_and_store(
+            timesteps, self._writer, self._env_steps, self._choose_actions
         )
-        self._writer.add(timestep, action)
-        if (
-            not timestep.first
-            and self._replay.size >= self._min_replay_size
-            and self._env_steps % self._learn_interval == 0
+        for _ in range(
+            replay_q_agents.learning_steps_due(
+                env_steps_before,
+                self._env_steps,
+                self._learn_interval,
+                self._replay.size,
+                self._min_replay_size,
+            )
         ):
             self._learn()
-        return action
+        return actions
+
+    def _choose_actions(self, observations: np.ndarray, env_steps: int) -> np.ndarray:
+        return epsilon_greedy_actions(
+            self._network,
+            observations,
+            self._exploration_epsilon(env_steps),
+            self._num_actions,
+            self._rng,
+            self._device,
+        )
 
     def reset(self) -> None:
         self._writer.reset()

@@ -3,13 +3,15 @@ https://arxiv.org/abs/1710.02298): C51's distributional loss with double selecti
 prioritized replay, and a dueling network whose noisy layers do all the exploration (no epsilon)."""
 
 import copy
+from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
 from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo import value_learning
-from deep_rl_zoo.greedy_actors import greedy_action
+from deep_rl_zoo import replay_q_agents, value_learning
+from deep_rl_zoo.greedy_actors import greedy_action, greedy_actions
 from deep_rl_zoo.networks.value import reset_noise
 from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
@@ -82,19 +84,34 @@ class Rainbow:
 
     def step(self, timestep: TimeStep) -> int:
         """Stores what `timestep` completes, learns when due, and returns the noisy network's greedy action."""
-        if not timestep.first:
-            self._env_steps += 1
-        if self._replay.size < self._min_replay_size and self._env_steps % self._learn_interval == 0:
-            reset_noise(self._network)  # warm-up: vary the behaviour; later `_learn` redraws the noise
-        action = greedy_action(self._network, timestep.observation, self._device)
-        self._writer.add(timestep, action)
-        if (
-            not timestep.first
-            and self._replay.size >= self._min_replay_size
-            and self._env_steps % self._learn_interval == 0
+        return int(self.step_batch([timestep])[0])
+
+    def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
+        """`step` for one timestep of each of N envs (`--num_envs`): one batched forward, env i's
+        transitions through replay stream i, one gradient step per `learn_interval` env steps."""
+        env_steps_before = self._env_steps
+        actions, self._env_steps = replay_q_agents.act_and_store(
+            timesteps, self._writer, self._env_steps, self._choose_actions
+        )
+        for _ in range(
+            replay_q_agents.learning_steps_due(
+                env_steps_before,
+                self._env_steps,
+                self._learn_interval,
+                self._replay.size,
+                self._min_replay_size,
+            )
         ):
             self._learn()
-        return action
+        return actions
+
+    def _choose_actions(self, observations: np.ndarray, env_steps: int) -> np.ndarray:
+        interval = self._learn_interval
+        if self._replay.size < self._min_replay_size and (
+            env_steps % interval == 0 or env_steps // interval > self._env_steps // interval
+        ):
+            reset_noise(self._network)  # warm-up: vary the behaviour; later `_learn` redraws the noise
+        return greedy_actions(self._network, observations, self._device)
 
     def reset(self) -> None:
         self._writer.reset()

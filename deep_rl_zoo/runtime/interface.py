@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo.main_loop import run_env_loop
+from deep_rl_zoo.main_loop import run_env_loop, run_vector_env_loop
 from deep_rl_zoo.types_ import Agent, TimeStep
 
 WAIT_SLICE_S = 1.0  # longest any blocked call sleeps before it checks that the other side is still there
@@ -243,6 +243,12 @@ class _StepCounter:
             self._link.env_step(timestep)
         return self._actor.step(timestep)
 
+    def step_batch(self, timesteps: list[TimeStep]):
+        for timestep in timesteps:
+            if not timestep.first:
+                self._link.env_step(timestep)
+        return self._actor.step_batch(timesteps)
+
     def reset(self) -> None:
         self._actor.reset()
 
@@ -258,7 +264,8 @@ def run_actor(
         env, actor, module = build_actor(actor_index, seed, torch.device(device), link)
         link.attach(module)
         link.wait_for_new_parameters()
-        for _ in run_env_loop(env, _StepCounter(actor, link), seed=seed):
+        env_loop = run_vector_env_loop if getattr(env, "num_envs", 1) > 1 else run_env_loop
+        for _ in env_loop(env, _StepCounter(actor, link), seed=seed):
             pass
     except StopActor:
         pass

@@ -74,8 +74,8 @@ def run_distributed_training_iterations(
                 loop_state.train_env_steps - phase_start_steps, num_train_steps, last_step_env_steps
             ):
                 step_start_steps = loop_state.train_env_steps
-                payloads, lags = [], []
-                while len(payloads) < learner.messages_per_step:
+                payloads, lags, num_messages = [], [], 0
+                while num_messages < learner.messages_per_step:
                     message = runtime.get()
                     _log_restarts(runtime, logger, loop_state.train_env_steps)
                     loop_state.train_env_steps += message.num_env_steps
@@ -84,7 +84,10 @@ def run_distributed_training_iterations(
                     lag = runtime.parameter_version - message.parameter_version
                     if learner.on_policy and lag != 0:
                         continue  # collected before the last update (a replaced actor's): off-policy
-                    payloads.append(message.payload)
+                    num_messages += 1
+                    # An actor of N envs (--num_envs) sends its N unrolls as one list.
+                    batch = message.payload if isinstance(message.payload, list) else [message.payload]
+                    payloads.extend(batch)
                     lags.append(lag)
                 learner.learn(payloads)
                 runtime.publish(learner.shared_module)
