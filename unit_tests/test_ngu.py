@@ -330,6 +330,12 @@ def test_continuous_env_is_a_config_error(tmp_path):
     assert not os.path.exists(tmp_path / "runs")
 
 
+def test_several_envs_per_actor_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="num_envs"):
+        train.main(_config(tmp_path, num_envs=2))
+    assert not os.path.exists(tmp_path / "runs")
+
+
 # ----------------------------------------------------------------------------------------------------
 # Smoke runs of every script
 
