@@ -81,7 +81,8 @@ def plot(out: str) -> None:
             continue
         figure, axes = plt.subplots(figsize=(7, 4))
         styles = ((agent, "tab:blue", "-", LABELS[agent]), (f"{agent}_no_intrinsic", "tab:orange", ":",
-                  f"{LABELS[agent]} without intrinsic reward"), ("ppo", "grey", "--", "PPO"))  # fmt: skip
+                  f"{LABELS[agent]} without intrinsic reward"), ("ppo", "grey", "--", "PPO"),
+                  ("ppo_obsnorm", "tab:green", "-.", "PPO --normalize_observations"))  # fmt: skip
         for name, colour, style, label in styles:
             for path in runs_of(name):
                 steps, returns = read_curve(path)
@@ -92,7 +93,7 @@ def plot(out: str) -> None:
         axes.set_xlabel("training env steps (thousands)")
         axes.set_ylabel("greedy evaluation mean return")
         axes.set_ylim(-205, -80)
-        axes.set_title(f"{LABELS[agent]} vs PPO on {ENV} (run_classic defaults)")
+        axes.set_title(f"{LABELS[agent]} vs PPO on {ENV} (run_classic defaults unless named)")
         axes.legend(fontsize=7, loc="lower right")
         figure.tight_layout()
         target = ROOT / "screenshots" / f"{agent}_mountaincar.png"

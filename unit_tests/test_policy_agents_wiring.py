@@ -26,6 +26,7 @@ from deep_rl_zoo import unrolls
 from deep_rl_zoo.a2c import agent as a2c_agent
 from deep_rl_zoo.actor_critic import agent as ac_agent
 from deep_rl_zoo.impala import agent as impala_agent
+from deep_rl_zoo.networks.curiosity import IcmOutput, TwoValueOutput
 from deep_rl_zoo.networks.impala_resnet import ImpalaOutput
 from deep_rl_zoo.networks.policy import (
     ActorCriticOutput,
@@ -37,6 +38,8 @@ from deep_rl_zoo.networks.policy import (
 from deep_rl_zoo.networks.value import QNetworkOutput
 from deep_rl_zoo.normalizers import ObservationNormalizer, RewardScaler
 from deep_rl_zoo.ppo import agent as ppo_agent
+from deep_rl_zoo.ppo_icm.agent import PpoIcm
+from deep_rl_zoo.ppo_rnd.agent import PpoRnd
 from deep_rl_zoo.reinforce import agent as reinforce_agent
 from deep_rl_zoo.reinforce_baseline import agent as baseline_agent
 from deep_rl_zoo.sac import agent as sac_agent
@@ -888,3 +891,182 @@ def test_impala_entropy_bonus_pushes_towards_uniform():
     expected = torch.zeros(3, 2)
     expected[0] = expected[1] = _entropy_bonus_grad([LOG3, 0.0], 0.5, 2)
     torch.testing.assert_close(optimizer.grad(network.logits), expected)
+
+
+# ----------------------------------------------------------------------------------------------------
+# PPO-RND and PPO-ICM: what they feed PPO's optimisation (`PpoOptimisation`, checked above through PPO)
+
+
+class TableTwoValue(nn.Module):
+    """logits[s], extrinsic values[s] and intrinsic values[s] for observation [s] (RND's two heads)."""
+
+    def __init__(self, num_states):
+        super().__init__()
+        self.logits = _parameter([[0.0, 0.0]] * num_states)
+        self.extrinsic = _parameter([0.0] * num_states)
+        self.intrinsic = _parameter([0.0] * num_states)
+
+    def forward(self, x):
+        s = x[..., 0].long()
+        return TwoValueOutput(self.logits[s], self.extrinsic[s], self.intrinsic[s])
+
+
+class SquareRnd(nn.Module):
+    """RND's interface with a target of 0 and a predictor w * x: the error of observation [s] is
+    (w s)^2, i.e. s^2 at w = 1. `calls` records the order of forward passes and statistics updates."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = _parameter(1.0)
+        self.calls: list[tuple[str, list[float]]] = []
+
+    def forward(self, x):
+        self.calls.append(("forward", x[:, 0].tolist()))
+        return self.w * x[:, :1], torch.zeros_like(x[:, :1])
+
+    def update_statistics(self, x):
+        self.calls.append(("update", x[:, 0].tolist()))
+
+    def trainable_parameters(self):
+        return [self.w]
+
+
+def _ppo_rnd(network, rnd, optimizer, predictor_proportion=1.0, extrinsic_discount=0.0, reward_scaler=None):
+    return PpoRnd(
+        network=network, rnd=rnd, optimizer=optimizer, num_actors=1,
+        extrinsic_discount=extrinsic_discount, intrinsic_discount=0.0, gae_lambda=1.0,
+        extrinsic_coef=2.0, intrinsic_coef=1.0, clip_epsilon=0.2, num_epochs=1, minibatch_size=4,
+        value_coef=0.5, entropy_coef=0.0, max_grad_norm=0.0,
+        learning_rate=LinearSchedule(0.0, 0.0, 0, 0), predictor_proportion=predictor_proportion,
+        observation_warmup_steps=0, rng=np.random.default_rng(0), device=CPU,
+        extrinsic_reward_scaler=reward_scaler,
+    )  # fmt: skip
+
+
+# s_0 -> s_1 -> s_2 -> s_3, actions 0, 1, 0, extrinsic rewards 1, 0, 0; RND's error of s_{t+1}: 1, 4, 9.
+RND_UNROLL = dict(states=[0, 1, 2, 3], actions=[0, 1, 0], rewards=[1.0, 0.0, 0.0])
+
+
+def test_ppo_rnd_intrinsic_reward_is_the_error_of_the_next_observation():
+    network, rnd = TableTwoValue(4), SquareRnd()
+    learner = _ppo_rnd(network, rnd, RecordingSgd(list(network.parameters()) + [rnd.w]))
+    batch = unrolls.stack_unrolls([_unroll(0, **RND_UNROLL)], [np.array([1.0, 0.0, 0.0], np.float32)], CPU)
+    r_int = learner.advantages(batch, [0]).intrinsic_reward[:, 0]
+    # errors 1^2, 2^2, 3^2 of s_1, s_2, s_3, all divided by the same running std of the intrinsic return
+    torch.testing.assert_close(r_int / r_int[0], torch.tensor([1.0, 4.0, 9.0]))
+
+
+def test_ppo_rnd_value_heads_regress_on_their_own_returns_and_the_predictor_on_next_observations():
+    network, rnd = TableTwoValue(4), SquareRnd()
+    optimizer = RecordingSgd(list(network.parameters()) + [rnd.w])
+    learner = _ppo_rnd(network, rnd, optimizer)
+    learner.learn([_unroll(0, **RND_UNROLL)])
+    assert len(optimizer.steps) == 1  # one epoch, one minibatch of the 3 transitions
+    # gamma_E = gamma_I = 0, V = 0: targets are the rewards. value_coef 0.5 * (V - target) / 3:
+    torch.testing.assert_close(optimizer.grad(network.extrinsic), torch.tensor([-0.5 / 3, 0.0, 0.0, 0.0]))
+    k = learner.statistics["intrinsic_reward_mean"] * 3 / 14  # r_int = k * (1, 4, 9): mean 14k / 3
+    expected = -0.5 / 3 * k * torch.tensor([1.0, 4.0, 9.0, 0.0])
+    torch.testing.assert_close(optimizer.grad(network.intrinsic), expected)
+    # The predictor's loss mean_t (w s_{t+1})^2 over all of them (proportion 1):
+    # d/dw = 2 w (1 + 4 + 9) / 3 = 28 / 3 at w = 1.
+    torch.testing.assert_close(optimizer.grad(rnd.w), torch.tensor(28.0 / 3))
+    # RND's observation statistics got the next observations after every forward pass of the update.
+    assert rnd.calls[-1] == ("update", [1.0, 2.0, 3.0]) and all(c[0] == "forward" for c in rnd.calls[:-1])
+
+
+def test_ppo_rnd_predictor_learns_only_from_its_proportion_of_the_minibatch():
+    network, rnd = TableTwoValue(4), SquareRnd()
+    optimizer = RecordingSgd(list(network.parameters()) + [rnd.w])
+    # a proportion so small that no transition of the 3 is drawn: the predictor gets no gradient at all
+    _ppo_rnd(network, rnd, optimizer, predictor_proportion=1e-9).learn([_unroll(0, **RND_UNROLL)])
+    assert optimizer.grad(rnd.w).item() == 0.0
+
+
+def test_ppo_rnd_learns_from_scaled_extrinsic_rewards():
+    # As PPO's test: rewards 2, 2 from one stream, gamma_E 0.5: each scaled to 2 / sqrt(0.25) = 4;
+    # V_E = 0, lambda 1: targets G_1 = 4, G_0 = 4 + 0.5 * 4 = 6; value_coef 0.5 * (0 - G) / 2
+    network, rnd = TableTwoValue(3), SquareRnd()
+    optimizer = RecordingSgd(list(network.parameters()) + [rnd.w])
+    learner = _ppo_rnd(network, rnd, optimizer, extrinsic_discount=0.5, reward_scaler=RewardScaler(1, 0.5))
+    learner.learn([_unroll(0, [0, 1, 2], [0, 1], [2.0, 2.0])])
+    expected = torch.tensor([-6.0 / 4, -4.0 / 4, 0.0])
+    torch.testing.assert_close(optimizer.grad(network.extrinsic), expected, rtol=2e-3, atol=1e-4)
+
+
+class ShiftIcm(nn.Module):
+    """ICM's interface over phi(s) = s: the forward model predicts phi(s_t) + shift[a_t], the inverse
+    model's logits are one learned pair for every transition."""
+
+    def __init__(self):
+        super().__init__()
+        self.shift = _parameter([0.0, 0.0])
+        self.inverse = _parameter([0.0, 0.0])
+
+    def forward(self, s_t, a_t, s_tp1):
+        return IcmOutput(
+            phi_tp1=s_tp1,
+            predicted_phi_tp1=s_t + self.shift[a_t].unsqueeze(-1),
+            inverse_logits=self.inverse.expand(a_t.shape[0], 2),
+        )
+
+
+def _ppo_icm(network, icm, optimizer, eta=2.0, observation_normalizer=None, normalize_intrinsic_reward=False):
+    return PpoIcm(
+        network=network, icm=icm, optimizer=optimizer, num_actors=1, discount=0.99, gae_lambda=1.0,
+        eta=eta, beta=0.2, clip_epsilon=0.2, num_epochs=1, minibatch_size=4, value_coef=0.5,
+        entropy_coef=0.0, max_grad_norm=0.0, learning_rate=LinearSchedule(0.0, 0.0, 0, 0),
+        rng=np.random.default_rng(0), device=CPU, observation_normalizer=observation_normalizer,
+        normalize_intrinsic_reward=normalize_intrinsic_reward,
+    )  # fmt: skip
+
+
+# s_0 = [0] -> [1] -> [3] -> [6], actions 0, 1, 0: phi(s_{t+1}) - phi(s_t) = 1, 2, 3
+ICM_UNROLL = dict(states=[0, 1, 3, 6], actions=[0, 1, 0], rewards=[0.0, 0.0, 0.0])
+
+
+def test_ppo_icm_intrinsic_reward_is_the_forward_error_of_each_transition_and_none_across_a_reset():
+    network, icm = TableActorCritic([[0.0, 0.0]] * 7, [0.0] * 7), ShiftIcm()
+    learner = _ppo_icm(network, icm, RecordingSgd(list(network.parameters()) + list(icm.parameters())))
+    batch = _batch_of(_unroll(0, **ICM_UNROLL, valid=[True, False, True]))  # pair 1 links two episodes
+    # eta / 2 * (phi(s_t) + 0 - phi(s_{t+1}))^2 = (2 / 2) * (1, 2, 3)^2, and 0 on the reset pair
+    torch.testing.assert_close(learner.intrinsic_rewards(batch)[:, 0], torch.tensor([1.0, 0.0, 9.0]))
+
+
+def test_ppo_icm_reads_observations_through_the_policy_normaliser():
+    normalizer = ObservationNormalizer((1,))
+    normalizer.var.fill_(4.0)  # mean 0, std 2: phi = s / 2, differences 0.5, 1, 1.5
+    network, icm = TableActorCritic([[0.0, 0.0]] * 7, [0.0] * 7), ShiftIcm()
+    learner = _ppo_icm(
+        network, icm, RecordingSgd(list(network.parameters()) + list(icm.parameters())),
+        observation_normalizer=normalizer,
+    )  # fmt: skip
+    rewards = learner.intrinsic_rewards(_batch_of(_unroll(0, **ICM_UNROLL)))[:, 0]
+    torch.testing.assert_close(rewards, torch.tensor([0.25, 1.0, 2.25]))  # (2 / 2) * (0.5, 1, 1.5)^2
+
+
+def test_ppo_icm_scales_the_intrinsic_reward_by_the_std_of_its_return_when_asked():
+    network, icm = TableActorCritic([[0.0, 0.0]] * 7, [0.0] * 7), ShiftIcm()
+    optimizer = RecordingSgd(list(network.parameters()) + list(icm.parameters()))
+    learner = _ppo_icm(network, icm, optimizer, normalize_intrinsic_reward=True)
+    r_int = learner.advantages(_batch_of(_unroll(0, **ICM_UNROLL)), [0])[3][:, 0]
+    # raw 1, 4, 9; returns with gamma 0.99: 1, 4 + 0.99 = 4.99, 9 + 0.99 * 4.99 = 13.9401, whose
+    # population std is the scale (the running moments start from a count of 1e-4 only)
+    std = float(np.std([1.0, 4.99, 13.9401]))
+    torch.testing.assert_close(r_int, torch.tensor([1.0, 4.0, 9.0]) / std, rtol=1e-3, atol=1e-6)
+
+
+def test_ppo_icm_trains_its_forward_and_inverse_models_with_beta():
+    network, icm = TableActorCritic([[0.0, 0.0]] * 7, [0.0] * 7), ShiftIcm()
+    optimizer = RecordingSgd(list(network.parameters()) + list(icm.parameters()))
+    _ppo_icm(network, icm, optimizer).learn([_unroll(0, **ICM_UNROLL)])
+    assert len(optimizer.steps) == 1  # one minibatch of the 3 transitions
+    # beta * mean_t 0.5 (s_t + shift[a_t] - s_{t+1})^2: d/dshift[a] = 0.2 / 3 * sum over a_t = a of
+    # (s_t - s_{t+1}): action 0 at t = 0, 2: (-1) + (-3) = -4;  action 1 at t = 1: -2
+    torch.testing.assert_close(optimizer.grad(icm.shift), torch.tensor([0.2 / 3 * -4, 0.2 / 3 * -2]))
+    # (1 - beta) * mean_t CE(logits, a_t), logits 0: d/dlogits = 0.8 / 3 * sum_t (0.5 - onehot(a_t))
+    #   = 0.8 / 3 * ((-0.5 + 0.5 - 0.5), (0.5 - 0.5 + 0.5)) for actions 0, 1, 0
+    torch.testing.assert_close(optimizer.grad(icm.inverse), torch.tensor([-0.4 / 3, 0.4 / 3]))
+
+
+def _batch_of(unroll):
+    return unrolls.stack_unrolls([unroll], [unroll.reward], CPU)

@@ -214,7 +214,8 @@ def test_learner_moves_the_policy_and_anneals_the_learning_rate(tmp_path):
     learner.learn([_random_unroll(0, 1, 16), _random_unroll(1, 1, 16)])
     assert any(not torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
     assert learner.statistics["learning_rate"] == pytest.approx(config.learning_rate)  # used at step 0
-    assert learner._learning_rate(32) == 0.0
+    learner.learn([_random_unroll(0, 2, 16), _random_unroll(1, 2, 16)])  # after the run's 32 env steps
+    assert learner.statistics["learning_rate"] == 0.0
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Each is a mistake an engineer could plausibly make while writing or refactoring the agent; the
 quick suite should fail on every one. Names start with the agent (`reinforce/`, `baseline/`, `ac/`,
-`a2c/`, `a2c-grad/`, `sac/`, `ppo/`, `impala/`) so `--only` can pick them.
+`a2c/`, `a2c-grad/`, `sac/`, `ppo/`, `ppo_rnd/`, `ppo_icm/`, `impala/`) so `--only` can pick them. The
+`ppo/` mutants of `PpoOptimisation` and `sorted_batch` break PPO-RND and PPO-ICM as well (they share them).
 """
 
 from mutation_check import Mutant
@@ -15,6 +16,8 @@ SAC = "deep_rl_zoo/sac/agent.py"
 PPO = "deep_rl_zoo/ppo/agent.py"
 UNROLLS = "deep_rl_zoo/unrolls.py"
 IMPALA = "deep_rl_zoo/impala/agent.py"
+PPO_RND = "deep_rl_zoo/ppo_rnd/agent.py"
+PPO_ICM = "deep_rl_zoo/ppo_icm/agent.py"
 
 MUTANTS = [
     # ---- REINFORCE
@@ -320,15 +323,15 @@ MUTANTS = [
     Mutant(
         "ppo/reward-scaler-unused",
         PPO,
-        "batch = unrolls.stack_unrolls(payloads, rewards, self._device)",
-        "batch = unrolls.stack_unrolls(payloads, [u.reward for u in payloads], self._device)",
+        "return unrolls.stack_unrolls(payloads, rewards, device)",
+        "return unrolls.stack_unrolls(payloads, [u.reward for u in payloads], device)",
         "--normalize_rewards updates statistics but learns from raw rewards",
     ),
     Mutant(
         "ppo/entropy-bonus-sign-flipped",
         PPO,
-        "+ self._entropy_coef * entropy_term.loss.mean()",
-        "- self._entropy_coef * entropy_term.loss.mean()",
+        "+ self._entropy_coef * terms.entropy_loss",
+        "- self._entropy_coef * terms.entropy_loss",
         "the entropy term collapses the policy",
     ),
     Mutant(
@@ -348,10 +351,119 @@ MUTANTS = [
     Mutant(
         "ppo/continuous-actor-stores-clipped-action",
         UNROLLS,
-        "        self._actions.append(action)\n        if self._continuous:",
-        "        self._actions.append(np.clip(action, self._action_low, self._action_high) if self._continuous"
-        " else action)\n        if self._continuous:",
+        "            env.actions.append(action)\n            if self._record_behaviour",
+        "            env.actions.append(np.clip(action, self._action_low, self._action_high) if self._continuous"
+        " else action)\n            if self._record_behaviour",
         "pi_old is the log-probability of an action the Gaussian did not sample",
+    ),
+    # ---- PPO-RND
+    Mutant(
+        "ppo_rnd/intrinsic-reward-of-the-current-observation",
+        PPO_RND,
+        "prediction, target = self._rnd(batch.observation[1:].flatten(0, 1))",
+        "prediction, target = self._rnd(batch.observation[:-1].flatten(0, 1))",
+        "novelty is credited one step late: the action that reached a new state is not the one rewarded",
+    ),
+    Mutant(
+        "ppo_rnd/intrinsic-coefficient-ignored",
+        PPO_RND,
+        "intrinsic_coef=self._intrinsic_coef,",
+        "intrinsic_coef=0.0,",
+        "plain PPO with two heads: the curiosity never reaches the policy",
+    ),
+    Mutant(
+        "ppo_rnd/value-heads-swapped",
+        PPO_RND,
+        "policy_gradient.value_loss(output.extrinsic_value, extrinsic_target[index])",
+        "policy_gradient.value_loss(output.intrinsic_value, extrinsic_target[index])",
+        "the intrinsic head learns both returns, the extrinsic one none",
+    ),
+    Mutant(
+        "ppo_rnd/predictor-learns-from-the-current-observation",
+        PPO_RND,
+        "predictor_loss = self._predictor_loss(next_observation[index])",
+        "predictor_loss = self._predictor_loss(observation[index])",
+        "the predictor learns other states than those it is asked about",
+    ),
+    Mutant(
+        "ppo_rnd/predictor-proportion-ignored",
+        PPO_RND,
+        "return (error * mask).sum() / mask.sum().clamp(min=1.0)",
+        "return error.mean()",
+        "--predictor_proportion silently does nothing: the predictor catches up 4x faster than the paper's",
+    ),
+    Mutant(
+        "ppo_rnd/observation-statistics-before-learning",
+        PPO_RND,
+        "        self._optimisation.update(observation.shape[0], minibatch_loss)\n"
+        "        self._update_observation_statistics(batch)",
+        "        self._update_observation_statistics(batch)\n"
+        "        self._optimisation.update(observation.shape[0], minibatch_loss)",
+        "the update sees other input statistics than the intrinsic rewards were computed with",
+    ),
+    Mutant(
+        "ppo_rnd/warm-up-skipped",
+        PPO_RND,
+        "if self._optimisation.env_steps < self._observation_warmup_steps:",
+        "if False:",
+        "learns from intrinsic rewards of uninitialised observation statistics",
+    ),
+    Mutant(
+        "ppo_rnd/extrinsic-reward-scaler-unused",
+        PPO_RND,
+        "batch = sorted_batch(payloads, self._extrinsic_reward_scaler, self._device)",
+        "batch = sorted_batch(payloads, None, self._device)",
+        "--normalize_extrinsic_rewards silently does nothing",
+    ),
+    # ---- PPO-ICM
+    Mutant(
+        "ppo_icm/intrinsic-reward-not-added",
+        PPO_ICM,
+        "summed = batch._replace(reward=batch.reward + r_int)",
+        "summed = batch._replace(reward=batch.reward)",
+        "the original zoo's bug: ICM learns, but its reward never reaches the policy",
+    ),
+    Mutant(
+        "ppo_icm/forward-model-sees-the-same-state-twice",
+        PPO_ICM,
+        "self._icm_input(batch.observation[1:].flatten(0, 1)),",
+        "self._icm_input(batch.observation[:-1].flatten(0, 1)),",
+        "the intrinsic reward measures nothing about the transition",
+    ),
+    Mutant(
+        "ppo_icm/reset-pair-rewarded",
+        PPO_ICM,
+        "return torch.where(batch.valid, icm.extra.intrinsic_reward.reshape(num_steps, num_unrolls), 0.0)",
+        "return icm.extra.intrinsic_reward.reshape(num_steps, num_unrolls)",
+        "the jump from a game's end to the next game's start is rewarded as the most surprising transition",
+    ),
+    Mutant(
+        "ppo_icm/icm-reads-raw-observations",
+        PPO_ICM,
+        "return self._observation_normalizer(observation)",
+        "return observation",
+        "the ICM sees other inputs than the policy (MountainCar's velocity is ~100x smaller than position)",
+    ),
+    Mutant(
+        "ppo_icm/intrinsic-normaliser-ignored",
+        PPO_ICM,
+        "r_int = self._intrinsic_normalizer.normalize(r_int, batch.valid, streams).to(r_int.dtype)",
+        "r_int = r_int",
+        "--normalize_intrinsic_reward silently does nothing",
+    ),
+    Mutant(
+        "ppo_icm/icm-not-trained",
+        PPO_ICM,
+        "+ icm.loss.mean()",
+        "+ 0.0 * icm.loss.mean()",
+        "the forward model never learns, so every state stays novel",
+    ),
+    Mutant(
+        "ppo_icm/beta-reversed",
+        PPO_ICM,
+        "beta=self._beta, eta=self._eta,\n            )  # fmt: skip\n            loss",
+        "beta=1 - self._beta, eta=self._eta,\n            )  # fmt: skip\n            loss",
+        "the forward and inverse losses weighted the other way round",
     ),
     # ---- IMPALA
     Mutant(

@@ -16,6 +16,7 @@ RAINBOW = "deep_rl_zoo/rainbow/agent.py"
 QR = "deep_rl_zoo/qr_dqn/agent.py"
 IQN = "deep_rl_zoo/iqn/agent.py"
 REPLAY = "deep_rl_zoo/replay.py"
+Q_REPLAY = "deep_rl_zoo/replay_q_agents.py"
 
 _TARGET_COPY = "self._target_network.load_state_dict(self._network.state_dict())"
 _TARGET_PERIOD = "if self._learner_steps % self._target_network_update_period == 0:"
@@ -23,9 +24,11 @@ _EPSILON = "return self._exploration_epsilon(self._env_steps)"
 _ENV_STEP = "if not timestep.first:\n            self._env_steps += 1"
 
 
-def _shared(prefix: str, path: str) -> list[Mutant]:
-    """The slips every copy of the DQN loop can make: target refresh, epsilon clock, cadence."""
-    return [
+def _shared(prefix: str, path: str, counts_own_env_steps: bool = False) -> list[Mutant]:
+    """The slips every copy of the DQN loop can make: target refresh, epsilon clock, cadence. Only
+    DRQN still counts its own env steps; the others count them in `replay_q_agents.act_and_store`
+    (mutated once, under q_replay)."""
+    mutants = [
         Mutant(
             f"{prefix}/target-copied-backwards",
             path,
@@ -47,14 +50,18 @@ def _shared(prefix: str, path: str) -> list[Mutant]:
             "if (self._learner_steps + 1) % self._target_network_update_period == 0:",
             "the target is copied one gradient step early, every period",
         ),
-        Mutant(
-            f"{prefix}/first-timestep-counted-as-env-step",
-            path,
-            _ENV_STEP,
-            "if True:\n            self._env_steps += 1",
-            "env steps (and with them epsilon, beta and the learning cadence) run ahead at every episode",
-        ),
     ]
+    if counts_own_env_steps:
+        mutants.append(
+            Mutant(
+                f"{prefix}/first-timestep-counted-as-env-step",
+                path,
+                _ENV_STEP,
+                "if True:\n            self._env_steps += 1",
+                "env steps (and with them epsilon, beta and the learning cadence) run ahead at every episode",
+            )
+        )
+    return mutants
 
 
 def _batch_sum(prefix: str, path: str, old: str = "loss = output.loss.mean()") -> list[Mutant]:
@@ -121,13 +128,6 @@ MUTANTS = [
         "--max_grad_norm is ignored: gradients are never clipped",
     ),
     *_epsilon("dqn", DQN),
-    Mutant(
-        "dqn/learns-on-first-timestep",
-        DQN,
-        "            not timestep.first\n            and self._replay.size",
-        "            self._replay.size",
-        "an extra gradient step at the start of some episodes",
-    ),
     # ---------------------------------------------------------------- Double DQN
     Mutant(
         "double_dqn/roles-swapped-in-call",
@@ -263,7 +263,7 @@ MUTANTS = [
         "a_tm1 = flat(to(batch.action[b + 1 :], torch.int64))",
         "each transition is credited to the next step's action",
     ),
-    *_shared("drqn", DRQN),
+    *_shared("drqn", DRQN, counts_own_env_steps=True),
     Mutant(
         "drqn/batch-loss-summed",
         DRQN,
@@ -448,5 +448,26 @@ MUTANTS = [
         "discount_t=torch.as_tensor(batch.discount_t, device=device, dtype=torch.float32),",
         "discount_t=torch.full_like(torch.as_tensor(batch.r_t, dtype=torch.float32), 0.99),",
         "the sampled batch's discounts are replaced by a constant gamma",
+    ),
+    Mutant(
+        "q_replay/first-timestep-counted-as-env-step",
+        Q_REPLAY,
+        "env_steps += sum(not timestep.first for timestep in timesteps)",
+        "env_steps += len(timesteps)",
+        "env steps (and with them epsilon, beta and the learning cadence) run ahead at every episode",
+    ),
+    Mutant(
+        "q_replay/one-gradient-step-per-round",
+        Q_REPLAY,
+        "return env_steps // learn_interval - env_steps_before // learn_interval",
+        "return int(env_steps // learn_interval > env_steps_before // learn_interval)",
+        "with --num_envs=8 and learn_interval 4, one gradient step per 8 env steps instead of two",
+    ),
+    Mutant(
+        "q_replay/learns-before-warm-up",
+        Q_REPLAY,
+        "if replay_size < min_replay_size:",
+        "if replay_size < 1:",
+        "gradient steps start on a nearly empty replay, ignoring min_replay_size",
     ),
 ]

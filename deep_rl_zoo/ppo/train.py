@@ -49,20 +49,49 @@ class PpoConfig(run_support.DistributedConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        for name in ("num_epochs", "minibatch_size", "learning_rate", "clip_epsilon", "initial_action_std"):
-            require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
-        for name in ("discount", "gae_lambda"):
-            require(
-                0.0 <= getattr(self, name) <= 1.0, f"--{name} must be in [0, 1], got {getattr(self, name)}"
-            )
-        for name in ("value_clip_epsilon", "value_coef", "entropy_coef", "max_grad_norm"):
-            require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")
-        batch = self.num_actors * self.num_envs * self.unroll_length
-        require(
-            self.minibatch_size <= batch,
-            f"--minibatch_size={self.minibatch_size} is larger than a batch of --num_actors x --num_envs x "
-            f"--unroll_length = {batch} transitions",
+        check_ranges(
+            self,
+            positive=("num_epochs", "minibatch_size", "learning_rate", "clip_epsilon", "initial_action_std"),
+            unit_interval=("discount", "gae_lambda"),
+            non_negative=("value_clip_epsilon", "value_coef", "entropy_coef", "max_grad_norm"),
         )
+
+
+def check_ranges(
+    config: run_support.DistributedConfig,
+    *,
+    positive: tuple[str, ...],
+    unit_interval: tuple[str, ...],
+    non_negative: tuple[str, ...],
+) -> None:
+    """The checks of a PPO-family config (PPO, PPO-RND, PPO-ICM): a one-line `ConfigError` for the first
+    field out of its range, or a minibatch larger than one batch of unrolls."""
+    for name in positive:
+        require(getattr(config, name) > 0, f"--{name} must be positive, got {getattr(config, name)}")
+    for name in unit_interval:
+        value = getattr(config, name)
+        require(0.0 <= value <= 1.0, f"--{name} must be in [0, 1], got {value}")
+    for name in non_negative:
+        require(getattr(config, name) >= 0, f"--{name} must be >= 0, got {getattr(config, name)}")
+    batch = config.num_actors * config.num_envs * config.unroll_length
+    require(
+        config.minibatch_size <= batch,
+        f"--minibatch_size={config.minibatch_size} is larger than a batch of --num_actors x --num_envs x "
+        f"--unroll_length = {batch} transitions",
+    )
+
+
+def learning_rate_schedule(config: run_support.DistributedConfig) -> LinearSchedule:
+    """Adam's learning rate over the env steps learned from: `--learning_rate` throughout, or decayed
+    linearly to 0 at the run's last update with `--anneal_learning_rate`."""
+    batch = config.num_actors * config.num_envs * config.unroll_length  # transitions per update
+    num_updates = config.num_iterations * math.ceil(config.num_train_steps / batch)
+    return LinearSchedule(
+        begin_value=config.learning_rate,
+        end_value=0.0 if config.anneal_learning_rate else config.learning_rate,
+        begin_t=0,
+        decay_steps=num_updates * batch,
+    )
 
 
 def build_network(config: PpoConfig, env: gym.Env) -> NormalizedNetwork:
@@ -85,14 +114,6 @@ def build_network(config: PpoConfig, env: gym.Env) -> NormalizedNetwork:
 def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
     """The learner and a greedy evaluation actor sharing its network (in the learner process)."""
     network = build_network(config, env).to(device)
-    batch = config.num_actors * config.num_envs * config.unroll_length  # transitions per update
-    num_updates = config.num_iterations * math.ceil(config.num_train_steps / batch)
-    learning_rate = LinearSchedule(
-        begin_value=config.learning_rate,
-        end_value=0.0 if config.anneal_learning_rate else config.learning_rate,
-        begin_t=0,
-        decay_steps=num_updates * batch,
-    )
     learner = Ppo(
         network=network,
         optimizer=optimization.adam(network.parameters(), config.learning_rate, config.adam_eps),
@@ -105,7 +126,7 @@ def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_
         value_coef=config.value_coef,
         entropy_coef=config.entropy_coef,
         max_grad_norm=config.max_grad_norm,
-        learning_rate=learning_rate,
+        learning_rate=learning_rate_schedule(config),
         rng=np.random.default_rng(config.seed),
         device=device,
         observation_normalizer=network.normalizer if config.normalize_observations else None,
@@ -125,17 +146,32 @@ def build_actor(
 ) -> tuple[unrolls.UnrollActor, nn.Module]:
     """Runs in each actor process: a copy of the network and the actor sampling from it."""
     network = build_network(config, env).to(device).requires_grad_(False)
-    actor = unrolls.UnrollActor(
-        policy=unrolls.policy_part(network),
+    return unroll_actor(
+        config, env, device, link, seed, unrolls.policy_part(network), Ppo.agent_name
+    ), network
+
+
+def unroll_actor(
+    config: run_support.DistributedConfig,
+    env: gym.Env,
+    device: torch.device,
+    link: LearnerLink,
+    seed: int,
+    policy: nn.Module,
+    agent_name: str,
+) -> unrolls.UnrollActor:
+    """The actor of a PPO-family agent: samples `policy` (its copy of the acting part of the network)
+    for `--unroll_length` env steps, sends the unroll, waits for new parameters."""
+    return unrolls.UnrollActor(
+        policy=policy,
         link=link,
         action_space=env.action_space,
         observation_space=env.observation_space,
         unroll_length=config.unroll_length,
         rng=np.random.default_rng(seed),
         device=device,
-        agent_name=Ppo.agent_name,
+        agent_name=agent_name,
     )
-    return actor, network
 
 
 def main(config: PpoConfig, action_space: str = "discrete"):

@@ -28,9 +28,9 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import intrinsic_rewards, policy_gradient, unrolls
-from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule
 from deep_rl_zoo.normalizers import ObservationNormalizer, RewardScaler
+from deep_rl_zoo.ppo.agent import PpoOptimisation, sorted_batch
 from deep_rl_zoo.schedules import LinearSchedule
 
 
@@ -79,20 +79,13 @@ class PpoIcm:
         """
         self._network = network
         self._icm = icm
-        self._optimizer = optimizer
         self.messages_per_step = num_actors
         self._discount = discount
         self._gae_lambda = gae_lambda
         self._eta = eta
         self._beta = beta
-        self._clip_epsilon = clip_epsilon
-        self._num_epochs = num_epochs
-        self._minibatch_size = minibatch_size
         self._value_coef = value_coef
         self._entropy_coef = entropy_coef
-        self._max_grad_norm = max_grad_norm
-        self._learning_rate = learning_rate
-        self._rng = rng
         self._device = device
         self._observation_normalizer = observation_normalizer
         self._intrinsic_normalizer = (
@@ -101,9 +94,25 @@ class PpoIcm:
             else None
         )
         self._extrinsic_reward_scaler = extrinsic_reward_scaler
-        self._env_steps = 0
-        self._learner_steps = 0
-        self._statistics: dict[str, float] = {}
+        self._optimisation = PpoOptimisation(
+            optimizer=optimizer,
+            parameter_groups=[list(network.parameters()), list(icm.parameters())],  # each clipped alone
+            num_epochs=num_epochs,
+            minibatch_size=minibatch_size,
+            clip_epsilon=clip_epsilon,
+            max_grad_norm=max_grad_norm,
+            learning_rate=learning_rate,
+            rng=rng,
+            device=device,
+            statistics=(
+                "value_loss",
+                "inverse_loss",
+                "forward_loss",
+                "extrinsic_reward_mean",
+                "intrinsic_reward_mean",
+                "intrinsic_reward_max",
+            ),
+        )
 
     @property
     def shared_module(self) -> nn.Module:
@@ -145,15 +154,8 @@ class PpoIcm:
         return advantages, targets, values, r_int
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
-        payloads = sorted(payloads, key=lambda u: u.actor_index)  # arrival order varies; results must not
-        rewards = [u.reward for u in payloads]
-        if self._extrinsic_reward_scaler is not None:
-            rewards = [
-                self._extrinsic_reward_scaler.scale(u.actor_index, u.reward, u.terminated | u.truncated)
-                for u in payloads
-            ]
-        batch = unrolls.stack_unrolls(payloads, rewards, self._device)
-        advantages, targets, values, r_int = self.advantages(batch, [u.actor_index for u in payloads])
+        batch = sorted_batch(payloads, self._extrinsic_reward_scaler, self._device)
+        advantages, targets, values, r_int = self.advantages(batch, sorted(u.actor_index for u in payloads))
 
         valid = batch.valid.flatten()  # drop the pairs from an episode's last state to a reset
         observation = batch.observation[:-1].flatten(0, 1)[valid]
@@ -163,100 +165,54 @@ class PpoIcm:
         with torch.no_grad():  # pi_old: these are the very parameters the actors sampled from
             old_log_prob = self._network(observation).distribution().log_prob(action)
 
-        for group in self._optimizer.param_groups:
-            group["lr"] = self._learning_rate(self._env_steps)
-        num_transitions = observation.shape[0]
-        keys = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-        sums = dict.fromkeys((*keys, "inverse_loss", "forward_loss"), 0.0)
-        num_minibatches = 0
-        for _ in range(self._num_epochs):
-            order = torch.as_tensor(self._rng.permutation(num_transitions), device=self._device)
-            for start in range(0, num_transitions, self._minibatch_size):
-                index = order[start : start + self._minibatch_size]
-                if index.numel() < 2:
-                    continue  # a normalised advantage needs two samples
-                statistics = self._minibatch_step(
-                    observation[index], next_observation[index], action[index], old_log_prob[index],
-                    advantages[index], targets[index],
-                )  # fmt: skip
-                for key, value in statistics.items():
-                    sums[key] += value
-                num_minibatches += 1
+        def minibatch_loss(index: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+            log_prob, entropy, value = unrolls.evaluate_actions(
+                self._network, observation[index], action[index]
+            )
+            terms = self._optimisation.policy_terms(log_prob, old_log_prob[index], advantages[index], entropy)
+            critic = policy_gradient.value_loss(value, targets[index])
+            output = self._icm(
+                self._icm_input(observation[index]), action[index], self._icm_input(next_observation[index])
+            )
+            icm = intrinsic_rewards.icm_loss(
+                output.predicted_phi_tp1, output.phi_tp1, output.inverse_logits, action[index],
+                beta=self._beta, eta=self._eta,
+            )  # fmt: skip
+            loss = (
+                terms.policy_loss
+                + self._value_coef * critic.loss.mean()
+                + self._entropy_coef * terms.entropy_loss
+                + icm.loss.mean()
+            )
+            return loss, {
+                **terms.statistics,
+                "value_loss": critic.loss.mean().item(),
+                "inverse_loss": icm.extra.inverse_loss.mean().item(),
+                "forward_loss": icm.extra.forward_error.mean().item(),
+            }
+
+        self._optimisation.update(observation.shape[0], minibatch_loss)
         if self._observation_normalizer is not None:
             # After learning, so the update saw the statistics the actors used for this batch.
             self._observation_normalizer.update(batch.observation[:-1].flatten(0, 1))
-        self._env_steps += num_transitions
-        self._learner_steps += 1
-        self._statistics = {key: value / max(num_minibatches, 1) for key, value in sums.items()}
         valid_t = batch.valid
-        self._statistics.update(
+        self._optimisation.latest.update(
             {
-                "learning_rate": self._optimizer.param_groups[0]["lr"],
                 "extrinsic_reward_mean": float(batch.reward[valid_t].mean()),
                 "intrinsic_reward_mean": float(r_int[valid_t].mean()),
                 "intrinsic_reward_max": float(r_int[valid_t].max()),
             }
         )
 
-    def _minibatch_step(self, observation, next_observation, action, old_log_prob, advantage, target) -> dict:
-        log_prob, entropy, value = unrolls.evaluate_actions(self._network, observation, action)
-        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        policy = policy_gradient.clipped_surrogate_pg_loss(
-            log_prob, old_log_prob, advantage, self._clip_epsilon
-        )
-        critic = policy_gradient.value_loss(value, target)
-        entropy_term = policy_gradient.entropy_loss(entropy)
-        output = self._icm(self._icm_input(observation), action, self._icm_input(next_observation))
-        icm = intrinsic_rewards.icm_loss(
-            output.predicted_phi_tp1,
-            output.phi_tp1,
-            output.inverse_logits,
-            action,
-            beta=self._beta,
-            eta=self._eta,
-        )
-        loss = (
-            policy.loss.mean()
-            + self._value_coef * critic.loss.mean()
-            + self._entropy_coef * entropy_term.loss.mean()
-            + icm.loss.mean()
-        )
-        loss_value = loss.item()
-        if not np.isfinite(loss_value):
-            raise NonFiniteLossError(self._learner_steps, loss_value)
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-            nn.utils.clip_grad_norm_(self._icm.parameters(), self._max_grad_norm)
-        self._optimizer.step()
-        return {
-            "loss": loss_value,
-            "policy_loss": policy.loss.mean().item(),
-            "value_loss": critic.loss.mean().item(),
-            "entropy": entropy_term.extra.entropy.mean().item(),
-            "approx_kl": policy.extra.approx_kl.mean().item(),
-            "clip_fraction": policy.extra.clipped.float().mean().item(),
-            "inverse_loss": icm.extra.inverse_loss.mean().item(),
-            "forward_loss": icm.extra.forward_error.mean().item(),
-        }
-
     @property
     def statistics(self) -> dict[str, float]:
-        return {
-            "learner_steps": self._learner_steps,
-            "env_steps_learned": self._env_steps,
-            **self._statistics,
-        }
+        return self._optimisation.statistics
 
     def state_dict(self) -> dict:
         state = {
             "network": self._network.state_dict(),
             "icm": self._icm.state_dict(),
-            "optimizer": self._optimizer.state_dict(),
-            "env_steps": self._env_steps,
-            "learner_steps": self._learner_steps,
-            "rng": self._rng.bit_generator.state,
+            **self._optimisation.state_dict(),
         }
         if self._intrinsic_normalizer is not None:
             state["intrinsic_normalizer"] = self._intrinsic_normalizer.state_dict()
@@ -267,10 +223,7 @@ class PpoIcm:
     def load_state_dict(self, state: dict) -> None:
         self._network.load_state_dict(state["network"])
         self._icm.load_state_dict(state["icm"])
-        self._optimizer.load_state_dict(state["optimizer"])
-        self._env_steps = state["env_steps"]
-        self._learner_steps = state["learner_steps"]
-        self._rng.bit_generator.state = state["rng"]
+        self._optimisation.load_state_dict(state)
         if self._intrinsic_normalizer is not None:
             self._intrinsic_normalizer.load_state_dict(state["intrinsic_normalizer"])
         if self._extrinsic_reward_scaler is not None:

@@ -1,22 +1,20 @@
 """PPO-ICM's configuration, its network/learner/actor builders, and the `main` its run scripts share."""
 
 import dataclasses
-import math
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import run_support, unrolls
+from deep_rl_zoo import optimization, run_support, unrolls
 from deep_rl_zoo.config import field
-from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import curiosity, policy
 from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, RewardScaler
+from deep_rl_zoo.ppo import train as ppo_train
 from deep_rl_zoo.ppo_icm.agent import PpoIcm
 from deep_rl_zoo.runtime import LearnerLink
-from deep_rl_zoo.schedules import LinearSchedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,18 +63,11 @@ class PpoIcmConfig(run_support.DistributedConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        for name in ("num_epochs", "minibatch_size", "learning_rate", "clip_epsilon"):
-            require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
-        for name in ("discount", "gae_lambda", "beta"):
-            value = getattr(self, name)
-            require(0.0 <= value <= 1.0, f"--{name} must be in [0, 1], got {value}")
-        for name in ("eta", "value_coef", "entropy_coef", "max_grad_norm"):
-            require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")
-        batch = self.num_actors * self.unroll_length
-        require(
-            self.minibatch_size <= batch,
-            f"--minibatch_size={self.minibatch_size} is larger than a batch of --num_actors x --unroll_length"
-            f" = {batch} transitions",
+        ppo_train.check_ranges(
+            self,
+            positive=("num_epochs", "minibatch_size", "learning_rate", "clip_epsilon"),
+            unit_interval=("discount", "gae_lambda", "beta"),
+            non_negative=("eta", "value_coef", "entropy_coef", "max_grad_norm"),
         )
 
 
@@ -96,20 +87,12 @@ def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> r
     icm = curiosity.IntrinsicCuriosityModule(
         env.observation_space.shape, int(env.action_space.n), config.icm_hidden_sizes
     ).to(device)
-    batch = config.num_actors * config.unroll_length
-    num_updates = config.num_iterations * math.ceil(config.num_train_steps / batch)
-    learning_rate = LinearSchedule(
-        begin_value=config.learning_rate,
-        end_value=0.0 if config.anneal_learning_rate else config.learning_rate,
-        begin_t=0,
-        decay_steps=num_updates * batch,
-    )
     normalizer = network.normalizer if isinstance(network.normalizer, ObservationNormalizer) else None
     learner = PpoIcm(
         network=network,
         icm=icm,
-        optimizer=torch.optim.Adam(
-            list(network.parameters()) + list(icm.parameters()), lr=config.learning_rate, eps=config.adam_eps
+        optimizer=optimization.adam(
+            list(network.parameters()) + list(icm.parameters()), config.learning_rate, config.adam_eps
         ),
         num_actors=config.num_actors,
         discount=config.discount,
@@ -122,7 +105,7 @@ def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> r
         value_coef=config.value_coef,
         entropy_coef=config.entropy_coef,
         max_grad_norm=config.max_grad_norm,
-        learning_rate=learning_rate,
+        learning_rate=ppo_train.learning_rate_schedule(config),
         rng=np.random.default_rng(config.seed),
         device=device,
         observation_normalizer=normalizer,
@@ -140,17 +123,8 @@ def build_actor(
 ) -> tuple[unrolls.UnrollActor, nn.Module]:
     """Runs in each actor process: a copy of the network and the actor sampling from it."""
     network = build_network(config, env).to(device).requires_grad_(False)
-    actor = unrolls.UnrollActor(
-        policy=unrolls.policy_part(network),
-        link=link,
-        action_space=env.action_space,
-        observation_space=env.observation_space,
-        unroll_length=config.unroll_length,
-        rng=np.random.default_rng(seed),
-        device=device,
-        agent_name=PpoIcm.agent_name,
-    )
-    return actor, network
+    policy = unrolls.policy_part(network)
+    return ppo_train.unroll_actor(config, env, device, link, seed, policy, PpoIcm.agent_name), network
 
 
 def main(config: PpoIcmConfig):

@@ -33,9 +33,9 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import intrinsic_rewards, policy_gradient, unrolls
-from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.networks.curiosity import RandomNetworkDistillation
 from deep_rl_zoo.normalizers import ObservationNormalizer, RewardScaler
+from deep_rl_zoo.ppo.agent import PpoOptimisation, sorted_batch
 from deep_rl_zoo.schedules import LinearSchedule
 
 
@@ -100,20 +100,14 @@ class PpoRnd:
         """
         self._network = network
         self._rnd = rnd
-        self._optimizer = optimizer
         self.messages_per_step = num_actors
         self._extrinsic_discount = extrinsic_discount
         self._intrinsic_discount = intrinsic_discount
         self._gae_lambda = gae_lambda
         self._extrinsic_coef = extrinsic_coef
         self._intrinsic_coef = intrinsic_coef
-        self._clip_epsilon = clip_epsilon
-        self._num_epochs = num_epochs
-        self._minibatch_size = minibatch_size
         self._value_coef = value_coef
         self._entropy_coef = entropy_coef
-        self._max_grad_norm = max_grad_norm
-        self._learning_rate = learning_rate
         self._predictor_proportion = predictor_proportion
         self._observation_warmup_steps = observation_warmup_steps
         self._rng = rng
@@ -124,30 +118,46 @@ class PpoRnd:
             num_actors, intrinsic_discount
         )
         self._last_raw_intrinsic_mean = 0.0  # of the latest batch, before scaling (for the statistics)
-        self._env_steps = 0  # transitions received (warm-up included): the schedule's clock
-        self._learner_steps = 0  # updates
-        self._statistics: dict[str, float] = {}
+        # Its env-step clock (the schedule's) counts every transition received, the warm-up's included.
+        self._optimisation = PpoOptimisation(
+            optimizer=optimizer,
+            # Each network's gradient norm clipped on its own: the predictor's gradients are far larger.
+            parameter_groups=[list(network.parameters()), rnd.trainable_parameters()],
+            num_epochs=num_epochs,
+            minibatch_size=minibatch_size,
+            clip_epsilon=clip_epsilon,
+            max_grad_norm=max_grad_norm,
+            learning_rate=learning_rate,
+            rng=rng,
+            device=device,
+            statistics=(
+                "observation_warmup",
+                "extrinsic_value_loss",
+                "intrinsic_value_loss",
+                "predictor_loss",
+                "extrinsic_reward_mean",
+                "intrinsic_reward_raw_mean",
+                "intrinsic_reward_mean",
+                "intrinsic_reward_max",
+                "intrinsic_return_std",
+                "extrinsic_advantage_std",
+                "intrinsic_advantage_std",
+            ),
+        )
 
     @property
     def shared_module(self) -> nn.Module:
         return self._network
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
-        payloads = sorted(payloads, key=lambda u: u.actor_index)  # arrival order varies; results must not
-        rewards = [u.reward for u in payloads]
-        if self._extrinsic_reward_scaler is not None:
-            rewards = [
-                self._extrinsic_reward_scaler.scale(u.actor_index, u.reward, u.terminated | u.truncated)
-                for u in payloads
-            ]
-        batch = unrolls.stack_unrolls(payloads, rewards, self._device)
-        if self._env_steps < self._observation_warmup_steps:
+        batch = sorted_batch(payloads, self._extrinsic_reward_scaler, self._device)
+        if self._optimisation.env_steps < self._observation_warmup_steps:
             self._update_observation_statistics(batch)
-            self._env_steps += int(batch.valid.sum())
-            self._statistics = {"observation_warmup": 1.0}
+            self._optimisation.env_steps += int(batch.valid.sum())
+            self._optimisation.latest["observation_warmup"] = 1.0
             return
 
-        advantages = self.advantages(batch, [u.actor_index for u in payloads])
+        advantages = self.advantages(batch, sorted(u.actor_index for u in payloads))
         valid = batch.valid.flatten()  # drop the pairs from an episode's last state to a reset
         observation = batch.observation[:-1].flatten(0, 1)[valid]
         next_observation = batch.observation[1:].flatten(0, 1)[valid]
@@ -158,33 +168,35 @@ class PpoRnd:
         with torch.no_grad():  # pi_old: these are the very parameters the actors sampled from
             old_log_prob = self._network(observation).distribution().log_prob(action)
 
-        for group in self._optimizer.param_groups:
-            group["lr"] = self._learning_rate(self._env_steps)
-        num_transitions = observation.shape[0]
-        keys = ("loss", "policy_loss", "extrinsic_value_loss", "intrinsic_value_loss", "predictor_loss")
-        sums = dict.fromkeys((*keys, "entropy", "approx_kl", "clip_fraction"), 0.0)
-        num_minibatches = 0
-        for _ in range(self._num_epochs):
-            order = torch.as_tensor(self._rng.permutation(num_transitions), device=self._device)
-            for start in range(0, num_transitions, self._minibatch_size):
-                index = order[start : start + self._minibatch_size]
-                if index.numel() < 2:
-                    continue  # a normalised advantage needs two samples
-                statistics = self._minibatch_step(
-                    observation[index], next_observation[index], action[index], old_log_prob[index],
-                    advantage[index], extrinsic_target[index], intrinsic_target[index],
-                )  # fmt: skip
-                for key, value in statistics.items():
-                    sums[key] += value
-                num_minibatches += 1
+        def minibatch_loss(index: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+            output = self._network(observation[index])
+            distribution = output.distribution()
+            terms = self._optimisation.policy_terms(
+                distribution.log_prob(action[index]), old_log_prob[index], advantage[index],
+                distribution.entropy(),
+            )  # fmt: skip
+            extrinsic_value = policy_gradient.value_loss(output.extrinsic_value, extrinsic_target[index])
+            intrinsic_value = policy_gradient.value_loss(output.intrinsic_value, intrinsic_target[index])
+            predictor_loss = self._predictor_loss(next_observation[index])
+            loss = (
+                terms.policy_loss
+                + self._value_coef * (extrinsic_value.loss.mean() + intrinsic_value.loss.mean())
+                + self._entropy_coef * terms.entropy_loss
+                + predictor_loss
+            )
+            return loss, {
+                **terms.statistics,
+                "extrinsic_value_loss": extrinsic_value.loss.mean().item(),
+                "intrinsic_value_loss": intrinsic_value.loss.mean().item(),
+                "predictor_loss": predictor_loss.item(),
+            }
+
+        self._optimisation.update(observation.shape[0], minibatch_loss)
         self._update_observation_statistics(batch)  # after learning: the update saw the actors' statistics
-        self._env_steps += int(batch.valid.sum())
-        self._learner_steps += 1
-        self._statistics = {key: value / max(num_minibatches, 1) for key, value in sums.items()}
         valid_t = batch.valid
-        self._statistics.update(
+        self._optimisation.latest.update(
             {
-                "learning_rate": self._optimizer.param_groups[0]["lr"],
+                "observation_warmup": 0.0,
                 "extrinsic_reward_mean": float(batch.reward[valid_t].mean()),
                 "intrinsic_reward_raw_mean": self._last_raw_intrinsic_mean,
                 "intrinsic_reward_mean": float(advantages.intrinsic_reward[valid_t].mean()),
@@ -194,6 +206,16 @@ class PpoRnd:
                 "intrinsic_advantage_std": float(advantages.intrinsic_advantage[valid_t].std()),
             }
         )
+
+    def _predictor_loss(self, next_observation: torch.Tensor) -> torch.Tensor:
+        """The predictor's mean error on a random `predictor_proportion` of the minibatch only (the paper's
+        way of keeping its effective batch size fixed as actors are added)."""
+        prediction, target = self._rnd(next_observation)
+        error = intrinsic_rewards.rnd_prediction_error(prediction, target)
+        mask = torch.as_tensor(
+            self._rng.random(error.shape[0]) < self._predictor_proportion, device=self._device
+        ).to(error.dtype)
+        return (error * mask).sum() / mask.sum().clamp(min=1.0)
 
     def advantages(self, batch: unrolls.UnrollBatch, streams: list[int]) -> RndAdvantages:
         """Intrinsic rewards of the batch (updating the intrinsic return statistics) and the combined
@@ -221,91 +243,25 @@ class PpoRnd:
         if self._observation_normalizer is not None:
             self._observation_normalizer.update(batch.observation[:-1].flatten(0, 1))
 
-    def _minibatch_step(
-        self,
-        observation,
-        next_observation,
-        action,
-        old_log_prob,
-        advantage,
-        extrinsic_target,
-        intrinsic_target,
-    ) -> dict:
-        output = self._network(observation)
-        distribution = output.distribution()
-        log_prob, entropy = distribution.log_prob(action), distribution.entropy()
-        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        policy = policy_gradient.clipped_surrogate_pg_loss(
-            log_prob, old_log_prob, advantage, self._clip_epsilon
-        )
-        extrinsic_value = policy_gradient.value_loss(output.extrinsic_value, extrinsic_target)
-        intrinsic_value = policy_gradient.value_loss(output.intrinsic_value, intrinsic_target)
-        entropy_term = policy_gradient.entropy_loss(entropy)
-        # The predictor learns from a random fraction of the minibatch only (the paper's way of keeping
-        # its effective batch size fixed as actors are added).
-        prediction, target = self._rnd(next_observation)
-        error = intrinsic_rewards.rnd_prediction_error(prediction, target)
-        mask = torch.as_tensor(
-            self._rng.random(error.shape[0]) < self._predictor_proportion, device=self._device
-        ).to(error.dtype)
-        predictor_loss = (error * mask).sum() / mask.sum().clamp(min=1.0)
-        loss = (
-            policy.loss.mean()
-            + self._value_coef * (extrinsic_value.loss.mean() + intrinsic_value.loss.mean())
-            + self._entropy_coef * entropy_term.loss.mean()
-            + predictor_loss
-        )
-        loss_value = loss.item()
-        if not np.isfinite(loss_value):
-            raise NonFiniteLossError(self._learner_steps, loss_value)
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0:  # each network's own norm: the predictor's gradients are far larger
-            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-            nn.utils.clip_grad_norm_(self._rnd.trainable_parameters(), self._max_grad_norm)
-        self._optimizer.step()
-        return {
-            "loss": loss_value,
-            "policy_loss": policy.loss.mean().item(),
-            "extrinsic_value_loss": extrinsic_value.loss.mean().item(),
-            "intrinsic_value_loss": intrinsic_value.loss.mean().item(),
-            "predictor_loss": predictor_loss.item(),
-            "entropy": entropy_term.extra.entropy.mean().item(),
-            "approx_kl": policy.extra.approx_kl.mean().item(),
-            "clip_fraction": policy.extra.clipped.float().mean().item(),
-        }
-
     @property
     def statistics(self) -> dict[str, float]:
-        return {
-            "learner_steps": self._learner_steps,
-            "env_steps_learned": self._env_steps,
-            **self._statistics,
-        }
+        return self._optimisation.statistics
 
     def state_dict(self) -> dict:
-        return {
+        state = {
             "network": self._network.state_dict(),
             "rnd": self._rnd.state_dict(),  # target, predictor and their input statistics
-            "optimizer": self._optimizer.state_dict(),
             "intrinsic_normalizer": self._intrinsic_normalizer.state_dict(),
-            **(
-                {"extrinsic_reward_scaler": self._extrinsic_reward_scaler.state_dict()}
-                if self._extrinsic_reward_scaler
-                else {}
-            ),
-            "env_steps": self._env_steps,
-            "learner_steps": self._learner_steps,
-            "rng": self._rng.bit_generator.state,
+            **self._optimisation.state_dict(),
         }
+        if self._extrinsic_reward_scaler is not None:
+            state["extrinsic_reward_scaler"] = self._extrinsic_reward_scaler.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self._network.load_state_dict(state["network"])
         self._rnd.load_state_dict(state["rnd"])
-        self._optimizer.load_state_dict(state["optimizer"])
         self._intrinsic_normalizer.load_state_dict(state["intrinsic_normalizer"])
+        self._optimisation.load_state_dict(state)
         if self._extrinsic_reward_scaler is not None:
             self._extrinsic_reward_scaler.load_state_dict(state["extrinsic_reward_scaler"])
-        self._env_steps = state["env_steps"]
-        self._learner_steps = state["learner_steps"]
-        self._rng.bit_generator.state = state["rng"]

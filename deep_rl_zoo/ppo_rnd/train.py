@@ -1,22 +1,21 @@
 """PPO-RND's configuration, its network/learner/actor builders, and the `main` its run scripts share."""
 
 import dataclasses
-import math
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import run_support, unrolls
+from deep_rl_zoo import optimization, run_support, unrolls
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import curiosity
 from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, RewardScaler
+from deep_rl_zoo.ppo import train as ppo_train
 from deep_rl_zoo.ppo_rnd.agent import PpoRnd
 from deep_rl_zoo.runtime import LearnerLink
-from deep_rl_zoo.schedules import LinearSchedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,13 +65,12 @@ class PpoRndConfig(run_support.DistributedConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        for name in ("num_epochs", "minibatch_size", "learning_rate", "clip_epsilon", "rnd_feature_size"):
-            require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
-        for name in ("extrinsic_discount", "intrinsic_discount", "gae_lambda"):
-            value = getattr(self, name)
-            require(0.0 <= value <= 1.0, f"--{name} must be in [0, 1], got {value}")
-        for name in ("extrinsic_coef", "intrinsic_coef", "value_coef", "entropy_coef", "max_grad_norm"):
-            require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")
+        ppo_train.check_ranges(
+            self,
+            positive=("num_epochs", "minibatch_size", "learning_rate", "clip_epsilon", "rnd_feature_size"),
+            unit_interval=("extrinsic_discount", "intrinsic_discount", "gae_lambda"),
+            non_negative=("extrinsic_coef", "intrinsic_coef", "value_coef", "entropy_coef", "max_grad_norm"),
+        )
         require(
             0.0 < self.predictor_proportion <= 1.0,
             f"--predictor_proportion must be in (0, 1], got {self.predictor_proportion}",
@@ -80,12 +78,6 @@ class PpoRndConfig(run_support.DistributedConfig):
         require(
             self.observation_warmup_steps >= 0,
             f"--observation_warmup_steps must be >= 0, got {self.observation_warmup_steps}",
-        )
-        batch = self.num_actors * self.unroll_length
-        require(
-            self.minibatch_size <= batch,
-            f"--minibatch_size={self.minibatch_size} is larger than a batch of --num_actors x --unroll_length"
-            f" = {batch} transitions",
         )
 
 
@@ -111,19 +103,11 @@ def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> r
     rnd = curiosity.RandomNetworkDistillation(
         env.observation_space.shape, config.hidden_sizes, config.rnd_feature_size
     ).to(device)
-    batch = config.num_actors * config.unroll_length
-    num_updates = config.num_iterations * math.ceil(config.num_train_steps / batch)
-    learning_rate = LinearSchedule(
-        begin_value=config.learning_rate,
-        end_value=0.0 if config.anneal_learning_rate else config.learning_rate,
-        begin_t=0,
-        decay_steps=num_updates * batch,
-    )
     parameters = list(network.parameters()) + rnd.trainable_parameters()
     learner = PpoRnd(
         network=network,
         rnd=rnd,
-        optimizer=torch.optim.Adam(parameters, lr=config.learning_rate, eps=config.adam_eps),
+        optimizer=optimization.adam(parameters, config.learning_rate, config.adam_eps),
         num_actors=config.num_actors,
         extrinsic_discount=config.extrinsic_discount,
         intrinsic_discount=config.intrinsic_discount,
@@ -136,7 +120,7 @@ def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> r
         value_coef=config.value_coef,
         entropy_coef=config.entropy_coef,
         max_grad_norm=config.max_grad_norm,
-        learning_rate=learning_rate,
+        learning_rate=ppo_train.learning_rate_schedule(config),
         predictor_proportion=config.predictor_proportion,
         observation_warmup_steps=config.observation_warmup_steps,
         rng=np.random.default_rng(config.seed),
@@ -160,17 +144,8 @@ def build_actor(
 ) -> tuple[unrolls.UnrollActor, nn.Module]:
     """Runs in each actor process: a copy of the policy network and the actor sampling from it."""
     network = build_network(config, env).to(device).requires_grad_(False)
-    actor = unrolls.UnrollActor(
-        policy=acting_policy(network),
-        link=link,
-        action_space=env.action_space,
-        observation_space=env.observation_space,
-        unroll_length=config.unroll_length,
-        rng=np.random.default_rng(seed),
-        device=device,
-        agent_name=PpoRnd.agent_name,
-    )
-    return actor, network
+    policy = acting_policy(network)
+    return ppo_train.unroll_actor(config, env, device, link, seed, policy, PpoRnd.agent_name), network
 
 
 def main(config: PpoRndConfig):
