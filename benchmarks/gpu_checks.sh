@@ -13,6 +13,7 @@
 #    RND_STEPS=4000000 bash benchmarks/gpu_checks.sh "$OUT" (an estimated hour on 16 cores; never measured).
 #    Size RND_STEPS to the machine's loan (a device command may run 10 minutes at most).
 # 5. The acting loop with --num_envs=16 and the forward on CUDA against the vector env alone (issue 14).
+# 6. Only when NGU_STEPS is set: NGU on MontezumaRevenge and Agent57 on Pitfall, e.g. NGU_STEPS=2000000 (issue 13).
 #
 # A machine that cannot reach a package registry (this project's lent GPU machines) needs gymnasium and
 # ale-py carried as wheels: on a machine with pip access, in the repository root,
@@ -95,16 +96,16 @@ PY
   echo "screenshots: $OUT_DIR/runs/PPO-RND_MontezumaRevenge*/screenshots (the last screen of every 50th game of each actor)"
 fi
 
-# 5. NGU and Agent57 (issue 13): the long runs, with run_atari's defaults (R2D2's Atari settings, 32 policies)
+# 6. NGU and Agent57 (issue 13): the long runs, with run_atari's defaults (R2D2's Atari settings, 32 policies)
 #    and as many actors as the machine has cores, learner and actors on the GPU. NGU plays MontezumaRevenge,
-#    Agent57 Pitfall (the games their papers single out). NGU_STEPS (default 2,000,000 env steps each,
-#    8M frames) sets the budget; NGU_STEPS=0 skips them. Per-actor policy index, epsilon and mean intrinsic
+#    Agent57 Pitfall (the games their papers single out). Only when NGU_STEPS is set (e.g. 2,000,000 env
+#    steps each = 8M frames; never measured): unset or 0 skips them, as check 4. Per-actor policy index, epsilon and mean intrinsic
 #    reward are in TensorBoard (actor_0/ .. actor_7/); the CSV has the extrinsic return per iteration.
-NGU_STEPS="${NGU_STEPS:-2000000}"
+NGU_STEPS="${NGU_STEPS:-0}"
 if [ "$NGU_STEPS" -gt 0 ]; then
   for pair in ngu:MontezumaRevenge agent57:Pitfall; do
     agent="${pair%%:*}"; game="${pair##*:}"
-    echo "== 5. $agent $game, $NGU_STEPS env steps"
+    echo "== 6. $agent $game, $NGU_STEPS env steps"
     csv="$OUT_DIR/${agent}_${game}.csv"
     rm -f "$csv"
     ( cd "$OUT_DIR" && "$PYTHON" -m "deep_rl_zoo.$agent.run_atari" --environment_name="$game" \
