@@ -14,6 +14,8 @@ from deep_rl_zoo.config import EvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.normalizers import ObservationNormalizer, RewardScaler
 from deep_rl_zoo.ppo import eval_agent, run_atari, run_continuous, train
+from deep_rl_zoo.ppo.agent import Ppo
+from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.types_ import TimeStep
 
 # ----------------------------------------------------------------------------------------------------
@@ -216,6 +218,56 @@ def test_learner_moves_the_policy_and_anneals_the_learning_rate(tmp_path):
     assert learner.statistics["learning_rate"] == pytest.approx(config.learning_rate)  # used at step 0
     learner.learn([_random_unroll(0, 2, 16), _random_unroll(1, 2, 16)])  # after the run's 32 env steps
     assert learner.statistics["learning_rate"] == 0.0
+
+
+class _ObservationLogits(torch.nn.Module):
+    """pi_logits = [0, w * s] and V(s) = v * s for one-dimensional observations s (w = v = 1 at first):
+    elementwise arithmetic, so a state's output is bit-identical whatever batch it is computed in."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(()))
+        self.v = torch.nn.Parameter(torch.ones(()))
+
+    def forward(self, x):
+        s = x[:, 0]
+        logits = torch.stack([torch.zeros_like(s), self.w * s], dim=-1)
+        return train.policy.ActorCriticOutput(pi_logits=logits, value=self.v * s)
+
+
+def test_pi_old_comes_from_the_very_states_the_actions_were_taken_in():
+    # One epoch of one minibatch holding every transition: its step evaluates log pi(a|s) with the
+    # parameters that computed pi_old, so the ratio is exactly 1 for every pair, and approx KL and the
+    # clip fraction are exactly 0, if (and only if) pi_old of pair t was computed on s_t (of the same
+    # unroll, with the pair from an episode's last state to the reset dropped). pi_old taken one state
+    # off (s_{t+1}) gives logits w * (s_t + 1) and a ratio of sigmoid(s_t) / sigmoid(s_t + 1) != 1.
+    network = _ObservationLogits()
+    learner = Ppo(
+        network=network,
+        optimizer=torch.optim.Adam(network.parameters(), lr=0.1),
+        num_actors=2,
+        discount=0.9,
+        gae_lambda=0.9,
+        clip_epsilon=0.2,
+        num_epochs=1,
+        minibatch_size=16,
+        value_coef=0.5,
+        entropy_coef=0.0,
+        max_grad_norm=0.0,
+        learning_rate=LinearSchedule(begin_value=0.1, end_value=0.1, begin_t=0, decay_steps=1),
+        rng=np.random.default_rng(0),
+        device=torch.device("cpu"),
+    )
+    payloads = []
+    for index in range(2):
+        unroll = _random_unroll(index, 1, length=6)
+        observation = (np.arange(7, dtype=np.float32) + 10 * index)[:, None]  # s_t = t + 10 * actor
+        valid = np.array([True, True, False, True, True, True])  # s_2 ended an episode
+        payloads.append(unroll._replace(observation=observation, valid=valid))
+    learner.learn(payloads)
+    assert learner.statistics["approx_kl"] == 0.0
+    assert learner.statistics["clip_fraction"] == 0.0
+    assert network.w.item() != 1.0  # the step did happen (the policy loss has a gradient)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,0 +1,268 @@
+"""Learner milliseconds per update on Atari-sized batches: PPO's update and DQN's gradient step.
+
+Two parts, each on random 84x84x4 uint8 frames (the speed of a convolution does not depend on the
+pixels or the weights):
+
+1. `--part=torso`: ways of running the Nature CNN torso (`networks.common.NatureCnnTorso`), all with the
+   same parameters, on the work the learners do:
+   - `ppo_step`: a minibatch step of PPO's Atari setting (forward and backward of the actor-critic on 256
+     frames, gradient clip, fused Adam);
+   - `nograd_1032`: the no-grad forward PPO's learner runs over one batch of unrolls (8 x 129 frames);
+   - `dqn_step`: DQN's gradient step on 32 transitions (online forward and backward, target forward);
+   - `act_1`: one frame, as an actor acts (inference mode).
+   The ways: `plain` (`fc(convs(x.float() / 255))`, NCHW, out-of-place ReLUs: the torso before this
+   benchmark), each of the three changes alone (`+channels_last`: frames converted to NHWC while still
+   uint8; `+fold_scale`: 1/255 folded into the first convolution's weights; `+inplace_relu`), all three
+   (`zoo`: what `NatureCnnTorso` does now), and `zoo+bf16` (the same under `torch.autocast("cpu",
+   torch.bfloat16)`, only meaningful on CPUs with avx512_bf16 or AMX: the script prints which).
+2. `--part=learners`: the real learners, as `run_atari` builds them with its defaults: `ppo.agent.Ppo.learn`
+   on one batch of 8 unrolls of 128 steps (4 epochs x 4 minibatches of 256 + the no-grad forward), and
+   `dqn.agent.Dqn`'s gradient step (replay sample of 32, frame-store gather, online + target network),
+   with each of `--num_threads` torch thread counts in turn.
+
+Times are per call, the minimum over `--rounds` rounds in which the contenders take turns (a shared
+machine's load then hits all alike); with one thread the process CPU time is shown too, which load
+distorts less than wall time.
+
+    python benchmarks/atari_learner_speed.py [--part=torso,learners] [--rounds=3] [--num_threads=1,2]
+"""
+
+import argparse
+import contextlib
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+try:
+    from deep_rl_zoo import types_
+except ImportError:  # run as a script from a checkout that was not `pip install -e`-ed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from deep_rl_zoo import types_
+from deep_rl_zoo import unrolls
+from deep_rl_zoo.dqn import run_atari as dqn_run_atari
+from deep_rl_zoo.dqn import train as dqn_train
+from deep_rl_zoo.networks import common, policy
+from deep_rl_zoo.ppo import run_atari as ppo_run_atari
+from deep_rl_zoo.ppo import train as ppo_train
+
+SHAPE = (4, 84, 84)
+NUM_ACTIONS = 6  # Pong
+
+
+def cpu_has_bf16() -> bool:
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
+
+
+class TorsoWay(torch.nn.Module):
+    """The Nature CNN torso's computation with each speed change switched on or off (same parameters)."""
+
+    def __init__(self, torso: common.NatureCnnTorso, channels_last: bool, fold_scale: bool, inplace: bool):
+        super().__init__()
+        self.torso, self.channels_last, self.fold_scale, self.inplace = (
+            torso,
+            channels_last,
+            fold_scale,
+            inplace,
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        x = x.float()
+        convs = [self.torso.convs[i] for i in (0, 2, 4)]
+        if self.fold_scale:
+            h = F.conv2d(x, convs[0].weight * (1.0 / 255.0), convs[0].bias, convs[0].stride)
+        else:
+            h = convs[0](x / 255.0)
+        h = F.relu(h, inplace=self.inplace)
+        for conv in convs[1:]:
+            h = F.relu(conv(h), inplace=self.inplace)
+        return F.relu(self.torso.fc[0](h.flatten(1)), inplace=self.inplace)
+
+
+WAYS = {
+    "plain": (False, False, False),
+    "+channels_last": (True, False, False),
+    "+fold_scale": (False, True, False),
+    "+inplace_relu": (False, False, True),
+    "zoo": (True, True, True),
+}
+
+
+class Timer:
+    """Per-call wall and (one thread) CPU seconds, minimum over rounds."""
+
+    def __init__(self):
+        self.wall: dict[tuple[str, str], list[float]] = {}
+        self.cpu: dict[tuple[str, str], list[float]] = {}
+
+    def time(self, key: tuple[str, str], fn, calls: int = 1) -> None:
+        fn()  # warm-up (oneDNN picks its kernels on the first call of a shape)
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            fn()
+        self.wall.setdefault(key, []).append((time.perf_counter() - wall) / calls)
+        self.cpu.setdefault(key, []).append((time.process_time() - cpu) / calls)
+
+    def report(self, show_cpu: bool, baseline: str | None = None) -> None:
+        tasks = list(dict.fromkeys(task for task, _ in self.wall))
+        for task in tasks:
+            print(f"\n{task}:")
+            base = min(self.wall[(task, baseline)]) if baseline and (task, baseline) in self.wall else None
+            for (t, way), walls in self.wall.items():
+                if t != task:
+                    continue
+                line = f"  {way:16s} wall {min(walls) * 1e3:8.1f} ms"
+                if show_cpu:
+                    line += f"   cpu {min(self.cpu[(t, way)]) * 1e3:8.1f} ms"
+                if base:
+                    line += f"   wall / {baseline} {min(walls) / base:5.2f}"
+                print(line)
+
+
+def time_torso(rounds: int, timer: Timer) -> None:
+    torch.manual_seed(0)
+    network = policy.NatureCnnActorCritic(SHAPE, NUM_ACTIONS)
+    ways = dict(WAYS)
+    autocast_ways = {"zoo+bf16"}
+    ways["zoo+bf16"] = WAYS["zoo"]
+    frames = {n: torch.randint(0, 256, (n, *SHAPE), dtype=torch.uint8) for n in (1, 32, 256, 1032)}
+    actions = torch.randint(0, NUM_ACTIONS, (256,))
+    optimizer = torch.optim.Adam(network.parameters(), lr=2.5e-4, eps=1e-5, fused=True)
+
+    def heads(way: TorsoWay, x: torch.Tensor) -> policy.ActorCriticOutput:
+        features = way(x)
+        return policy.ActorCriticOutput(
+            network.policy_head(features).float(), network.value_head(features).squeeze(-1).float()
+        )
+
+    def tasks(way: TorsoWay):
+        def ppo_step():
+            output = heads(way, frames[256])
+            dist = output.distribution()
+            loss = (
+                -dist.log_prob(actions).mean() + output.value.square().mean() - 0.01 * dist.entropy().mean()
+            )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(network.parameters(), 0.5)
+            optimizer.step()
+
+        def nograd_1032():
+            with torch.no_grad():
+                heads(way, frames[1032])
+
+        def dqn_step():
+            q = heads(way, frames[32]).pi_logits
+            with torch.no_grad():
+                q_target = heads(way, frames[32]).pi_logits.max(-1).values
+            loss = F.smooth_l1_loss(q[torch.arange(32), actions[:32]], q_target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(network.parameters(), 10.0)
+            optimizer.step()
+
+        def act_1():
+            with torch.inference_mode():
+                for _ in range(20):
+                    heads(way, frames[1])
+
+        return {"ppo_step (256)": (ppo_step, 2), "nograd_1032": (nograd_1032, 1), "dqn_step (32)": (dqn_step, 5),
+                "act_1 (x20)": (act_1, 1)}  # fmt: skip
+
+    for _ in range(rounds):
+        for name, flags in ways.items():
+            way = TorsoWay(network.torso, *flags)
+            context = (
+                torch.autocast("cpu", dtype=torch.bfloat16)
+                if name in autocast_ways
+                else contextlib.nullcontext()
+            )
+            for task, (fn, calls) in tasks(way).items():
+                with context:
+                    timer.time((task, name), fn, calls)
+
+
+class _FakeAtariEnv:
+    observation_space = gym.spaces.Box(0, 255, SHAPE, np.uint8)
+    action_space = gym.spaces.Discrete(NUM_ACTIONS)
+
+
+def _random_unroll(index: int, length: int, rng: np.random.Generator) -> unrolls.Unroll:
+    return unrolls.Unroll(
+        actor_index=index,
+        parameter_version=0,
+        observation=rng.integers(0, 256, (length + 1, *SHAPE), dtype=np.uint8),
+        action=rng.integers(0, NUM_ACTIONS, length),
+        reward=rng.choice(np.array([-1.0, 0.0, 0.0, 0.0, 1.0], np.float32), length),
+        terminated=np.zeros(length, bool),
+        truncated=np.zeros(length, bool),
+        valid=np.ones(length, bool),
+    )
+
+
+def time_learners(rounds: int, thread_counts: list[int], timer: Timer) -> None:
+    rng = np.random.default_rng(0)
+    env = _FakeAtariEnv()
+    ppo_config = ppo_train.PpoConfig(**ppo_run_atari.DEFAULTS, seed=1)
+    ppo = ppo_train.build_learner(ppo_config, env, torch.device("cpu")).learner
+    batch = [_random_unroll(i, ppo_config.unroll_length, rng) for i in range(ppo_config.num_actors)]
+
+    dqn_defaults = dict(dqn_run_atari.DEFAULTS, replay_capacity=2_000, min_replay_size=1_000)
+    dqn_config = dqn_train.DqnConfig(**dqn_defaults, seed=1)
+    dqn = dqn_train.build_agents(dqn_config, env, torch.device("cpu")).train_agent
+    stack = rng.integers(0, 256, SHAPE, dtype=np.uint8)
+    for t in range(1_200):  # fills the replay past its warm-up through the agent's own writer
+        stack = np.concatenate([stack[1:], rng.integers(0, 256, (1, *SHAPE[1:]), dtype=np.uint8)])
+        dqn._writer.add(types_.TimeStep(stack, 0.0, False, False, t == 0, {}), int(rng.integers(NUM_ACTIONS)))
+    for _ in range(rounds):
+        for threads in thread_counts:
+            torch.set_num_threads(threads)
+            way = f"{threads} thread(s)"
+            timer.time(("ppo learn (one update: 8 x 128 env steps)", way), lambda: ppo.learn(batch))
+            timer.time(("dqn gradient step (batch 32)", way), dqn._learn, calls=10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", default="torso,learners", help="Comma-separated: torso, learners.")
+    parser.add_argument("--rounds", type=int, default=3, help="Rounds in which the contenders take turns.")
+    parser.add_argument(
+        "--num_threads",
+        default="1",
+        help="torch CPU threads; the learners part takes a list (1,2) and alternates.",
+    )
+    args = parser.parse_args()
+    parts = set(args.part.split(","))
+    try:
+        thread_counts = [int(n) for n in args.num_threads.split(",")]
+    except ValueError:
+        thread_counts = []
+    if not parts <= {"torso", "learners"} or args.rounds < 1 or not thread_counts or min(thread_counts) < 1:
+        raise SystemExit(
+            f"bad arguments {vars(args)}: --part takes torso,learners; --rounds, --num_threads >= 1"
+        )
+    torch.set_num_threads(thread_counts[0])
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
+    print(
+        f"{args.num_threads} torch thread(s), {args.rounds} rounds, load average {' '.join(load)}, "
+        f"CPU bfloat16 support (avx512_bf16/amx): {'yes' if cpu_has_bf16() else 'no'}"
+    )
+    timer = Timer()
+    if "torso" in parts:
+        time_torso(args.rounds, timer)
+    if "learners" in parts:
+        time_learners(args.rounds, thread_counts, timer)
+    timer.report(show_cpu=thread_counts == [1], baseline="plain")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

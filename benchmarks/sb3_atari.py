@@ -1,0 +1,149 @@
+"""What `atari_ppo_vs_sb3.py` and `atari_dqn_vs_sb3.py` share: a scratch venv with Stable-Baselines3,
+children run in fresh interpreters, alternating rounds, and the verdict on env steps per second.
+
+Stable-Baselines3 is not a dependency of the zoo. Without `--sb3_python`, the benchmark makes a venv in a
+fresh `mktemp -d` folder (removed afterwards unless `--keep_venv`) and installs into it, with pip:
+torch==2.13.0 (the CPU wheel the zoo uses; pip takes it from its cache or index), stable-baselines3,
+gymnasium, ale-py and opencv-python-headless (SB3's Atari wrappers resize with cv2).
+
+Each child prints one JSON line last, with `env_steps`, `seconds` (the training phase being compared),
+`wall_s` (the whole child) and `profile` (seconds per part, printed as shares of `seconds`). The parent
+adds `cpu_s`: CPU seconds of the child and all its descendants (start-up included), which a loaded
+machine distorts less than wall time.
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TARGET_SPEEDUP = 2.0
+SB3_PACKAGES = ["torch==2.13.0", "stable-baselines3", "gymnasium", "ale-py", "opencv-python-headless"]
+
+
+def parse_args(description: str, default_env_steps: int) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--sb3_python", default="", help="Python of a venv with SB3 (default: make one).")
+    parser.add_argument("--keep_venv", action="store_true", help="Keep the venv this run makes; print where.")
+    parser.add_argument("--rounds", type=int, default=2, help="Rounds of one SB3 and one zoo run.")
+    parser.add_argument("--seed", type=int, default=1, help="Seed of round 0; round i uses seed + i.")
+    parser.add_argument("--env_steps", type=int, default=default_env_steps, help="Env steps per run.")
+    parser.add_argument(
+        "--sb3_threads",
+        type=int,
+        default=0,
+        help="torch threads of the SB3 process; 0 keeps torch's default (every core), as a user gets it.",
+    )
+    parser.add_argument(
+        "--zoo_flags", default="", help="Extra flags for the zoo's run_atari (space-separated)."
+    )
+    args = parser.parse_args()
+    if args.sb3_python and not os.access(args.sb3_python, os.X_OK):
+        raise SystemExit(f"--sb3_python={args.sb3_python} is not an executable")
+    if args.rounds < 1 or args.env_steps < 1 or args.sb3_threads < 0:
+        raise SystemExit("--rounds and --env_steps must be >= 1, --sb3_threads >= 0")
+    return args
+
+
+def make_sb3_venv() -> tuple[str, str]:
+    """A fresh venv with SB3 in a `mktemp -d` folder: (its python, the folder)."""
+    folder = tempfile.mkdtemp(prefix="sb3_atari_venv.")
+    print(f"installing {' '.join(SB3_PACKAGES)} into a scratch venv in {folder} ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", os.path.join(folder, "venv")], check=True)
+    python = os.path.join(folder, "venv", "bin", "python")
+    completed = subprocess.run(
+        [python, "-m", "pip", "install", "-q", *SB3_PACKAGES], capture_output=True, text=True
+    )
+    if completed.returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise SystemExit(f"pip install into the scratch venv failed:\n{completed.stderr[-2000:]}")
+    return python, folder
+
+
+def run_child(python: str, code: str, args: list[str], threads: int) -> dict:
+    """Runs `code` as a script file (the zoo's actors re-import their main module, so it must be one);
+    `threads` > 0 sets OMP_NUM_THREADS, 0 leaves the process to its library's default."""
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    env.pop("OMP_NUM_THREADS", None)
+    if threads > 0:
+        env["OMP_NUM_THREADS"] = str(threads)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.NamedTemporaryFile("w", suffix=".py", prefix="atari_vs_sb3_child_") as script:
+        script.write(code)
+        script.flush()
+        completed = subprocess.run(
+            [python, script.name, *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT
+        )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if completed.returncode != 0:
+        raise SystemExit(f"{python} failed:\n{completed.stdout[-2000:]}\n{completed.stderr[-3000:]}")
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    # CPU seconds of the child and every process under it (the zoo's actors), start-up included.
+    result["cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return result
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def _describe(result: dict) -> str:
+    rate = result["env_steps"] / result["seconds"]
+    shares = ", ".join(f"{name} {s / result['seconds']:.0%}" for name, s in result["profile"].items())
+    return (
+        f"{result['env_steps']:,} env steps in {result['seconds']:.1f} s = {rate:.1f} env steps/s "
+        f"(whole process {result['wall_s']:.1f} s, {result['cpu_s']:.1f} CPU s with its children); "
+        f"time: {shares}"
+    )
+
+
+def compare(
+    args: argparse.Namespace, run_sb3: Callable[[str, int], dict], run_zoo: Callable[[int], dict]
+) -> int:
+    """Alternates SB3 and the zoo for `args.rounds` rounds, prints each run (rate and profile) and the
+    verdict on total env steps / total seconds; returns 1 when the speed-up target is missed."""
+    folder = None
+    python = args.sb3_python
+    if not python:
+        python, folder = make_sb3_venv()
+    try:
+        totals = {"sb3": [0, 0.0, 0.0], "zoo": [0, 0.0, 0.0]}
+        for round_index in range(args.rounds):
+            seed = args.seed + round_index
+            order = ("sb3", "zoo") if round_index % 2 == 0 else ("zoo", "sb3")
+            for name in order:
+                load_before = _load()
+                result = run_sb3(python, seed) if name == "sb3" else run_zoo(seed)
+                totals[name][0] += result["env_steps"]
+                totals[name][1] += result["seconds"]
+                totals[name][2] += result["cpu_s"]
+                print(
+                    f"round {round_index} {name}: {_describe(result)}; load {load_before} -> {_load()}",
+                    flush=True,
+                )
+    finally:
+        if folder and not args.keep_venv:
+            shutil.rmtree(folder, ignore_errors=True)
+        elif folder:
+            print(f"the venv is kept: --sb3_python={python}")
+    sb3_rate = totals["sb3"][0] / totals["sb3"][1]
+    zoo_rate = totals["zoo"][0] / totals["zoo"][1]
+    speedup = zoo_rate / sb3_rate
+    verdict = "PASS" if speedup >= TARGET_SPEEDUP else "FAIL"
+    print(
+        f"\nover {args.rounds} round(s): SB3 {sb3_rate:.1f} env steps/s, zoo {zoo_rate:.1f} env steps/s: "
+        f"zoo / SB3 = {speedup:.2f}, target >= {TARGET_SPEEDUP:.1f}: {verdict}"
+    )
+    print(
+        "CPU seconds per 1,000 env steps (whole processes, start-up included): "
+        f"SB3 {1000 * totals['sb3'][2] / totals['sb3'][0]:.1f}, zoo {1000 * totals['zoo'][2] / totals['zoo'][0]:.1f}"
+    )
+    return 0 if verdict == "PASS" else 1

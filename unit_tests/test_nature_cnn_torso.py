@@ -1,0 +1,67 @@
+"""The Nature CNN torso's fast path (channels_last, 1/255 folded into the first convolution, in-place
+ReLUs) computes exactly `fc(convs(x / 255))` and keeps the parameters' names and layout."""
+
+import torch
+from torch import nn
+
+from deep_rl_zoo.networks import common
+
+torch.set_num_threads(1)
+
+
+def _reference(torso: common.NatureCnnTorso, frames: torch.Tensor) -> torch.Tensor:
+    """The textbook computation, layer by layer, NCHW, out-of-place."""
+    x = frames.float() / 255.0
+    for index in (0, 2, 4):
+        x = torch.relu(torso.convs[index](x))
+    return torch.relu(torso.fc[0](x.flatten(1)))
+
+
+def test_hand_made_weights_give_the_hand_computed_features():
+    # Frames [1, 36, 36]: 8x8 stride 4 -> 8x8, 4x4 stride 2 -> 3x3, 3x3 -> 1x1, so 64 conv features.
+    torso = common.NatureCnnTorso((1, 36, 36))
+    with torch.no_grad():
+        torso.convs[0].weight.fill_(1 / 64)  # each position: 64 taps of 255 / 255 = 1 -> 64 / 64 = 1.0
+        torso.convs[0].bias.fill_(-0.5)  # 1.0 - 0.5 = 0.5
+        torso.convs[2].weight.fill_(1 / 512)  # 32 channels x 16 taps of 0.5 -> 512 * 0.5 / 512 = 0.5
+        torso.convs[2].bias.zero_()
+        torso.convs[4].weight.fill_(1 / 1024)  # 64 channels x 9 taps of 0.5 -> 576 * 0.5 / 1024 = 0.28125
+        torso.convs[4].bias.zero_()
+        torso.fc[0].weight.fill_(1 / 64)  # 64 features of 0.28125 -> 0.28125, then + bias
+        torso.fc[0].bias.copy_(torch.linspace(-0.5, 0.5, 512))
+    white = torch.full((1, 1, 36, 36), 255, dtype=torch.uint8)
+    conv_features = torso.conv_features(white)
+    torch.testing.assert_close(conv_features, torch.full((1, 64), 0.28125))
+    expected = torch.relu(0.28125 + torch.linspace(-0.5, 0.5, 512)).unsqueeze(0)  # ReLU cuts the low biases
+    torch.testing.assert_close(torso(white), expected)
+    black = torch.zeros_like(white)  # conv1: 0 - 0.5 -> ReLU -> 0, so every later feature is 0 too
+    torch.testing.assert_close(torso.conv_features(black), torch.zeros(1, 64))
+
+
+def test_matches_the_textbook_computation_in_value_and_gradient():
+    torch.manual_seed(0)
+    torso = common.orthogonal_init_(common.NatureCnnTorso((4, 84, 84)), 2**0.5)
+    frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    kept = frames.clone()
+    fast = torso(frames)
+    fast_grads = torch.autograd.grad(fast.square().sum(), list(torso.parameters()))
+    slow = _reference(torso, frames)
+    slow_grads = torch.autograd.grad(slow.square().sum(), list(torso.parameters()))
+    # Only float32 rounding differs (x * (W / 255) against (x / 255) * W): relative ~1e-6.
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+    for a, b in zip(fast_grads, slow_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert torch.equal(frames, kept)  # the in-place ReLUs never touch the caller's frames
+
+
+def test_parameters_keep_their_names_and_layout():
+    torso = common.NatureCnnTorso((4, 84, 84))
+    assert list(torso.state_dict()) == [
+        "convs.0.weight", "convs.0.bias", "convs.2.weight", "convs.2.bias",
+        "convs.4.weight", "convs.4.bias", "fc.0.weight", "fc.0.bias",
+    ]  # fmt: skip
+    # Plain contiguous (NCHW) weights: checkpoints and the actors' shared parameter copies are as before.
+    assert all(p.is_contiguous() for p in torso.parameters())
+    torso(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).sum().backward()
+    assert all(p.grad.is_contiguous() for p in torso.parameters())
+    assert isinstance(torso.convs[1], nn.ReLU) and torso.convs[1].inplace
