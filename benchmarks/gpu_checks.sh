@@ -13,6 +13,8 @@
 #    RND_STEPS=4000000 bash benchmarks/gpu_checks.sh "$OUT" (an estimated hour on 16 cores; never measured).
 #    Size RND_STEPS to the machine's loan (a device command may run 10 minutes at most).
 # 5. The acting loop with --num_envs=16 and the forward on CUDA against the vector env alone (issue 14).
+# 6. Only when R2D2_STEPS is set: R2D2's long Pong run, e.g. R2D2_STEPS=2000000 (issue 13; hours, never measured).
+# 7. Only when NGU_STEPS is set: NGU on MontezumaRevenge and Agent57 on Pitfall, e.g. NGU_STEPS=2000000 (issue 13).
 #
 # A machine that cannot reach a package registry (this project's lent GPU machines) needs gymnasium and
 # ale-py carried as wheels: on a machine with pip access, in the repository root,
@@ -93,4 +95,47 @@ for row in csv.DictReader(open(sys.argv[1])):
           "intrinsic reward", row.get("learner_intrinsic_reward_mean"), "raw", row.get("learner_intrinsic_reward_raw_mean"))
 PY
   echo "screenshots: $OUT_DIR/runs/PPO-RND_MontezumaRevenge*/screenshots (the last screen of every 50th game of each actor)"
+fi
+
+# 6. R2D2 on Pong (issue 13): the long run, run_atari's defaults (Kapturowski et al.'s sequences of 80 with
+#    burn-in 40, Nature CNN + LSTM 512, 5-step transformed double-Q targets, a 1M-step replay = 7.2 GB of RAM,
+#    a gradient step every 200 env steps) with one actor per core, networks on the GPU.
+#    Only when R2D2_STEPS is set (e.g. 2,000,000 env steps = 8M frames; unset or 0 skips it, as check 4).
+#    The CSV has the greedy evaluation return per iteration (Pong: -21 at random, +21 at best); the CPU-budget
+#    run of the same agent (2 actors, a 200k replay) is in benchmarks/README.md.
+R2D2_STEPS="${R2D2_STEPS:-0}"
+if [ "$R2D2_STEPS" -gt 0 ]; then
+  echo "== 6. R2D2 Pong, $R2D2_STEPS env steps"
+  csv="$OUT_DIR/r2d2_pong.csv"
+  rm -f "$csv"
+  ( cd "$OUT_DIR" && "$PYTHON" -m deep_rl_zoo.r2d2.run_atari --environment_name=Pong --seed=1 \
+      --num_actors="$(nproc)" --actors_on_gpu --num_iterations=8 --num_train_steps=$(( R2D2_STEPS / 8 )) \
+      --num_eval_steps=30000 --checkpoint_dir="$OUT_DIR/checkpoints_r2d2" --runs_dir="$OUT_DIR/runs" \
+      --results_csv_path="$csv" --noshow_progress )
+  "$PYTHON" - "$csv" <<'PY'
+import csv, sys
+for row in csv.DictReader(open(sys.argv[1])):
+    print(row["train_env_steps"], "train return", row["train_mean_episode_return"], "eval", row["eval_mean_episode_return"],
+          "learner steps", row.get("learner_learner_steps"), "loss", row.get("learner_loss"))
+PY
+fi
+
+# 7. NGU and Agent57 (issue 13): the long runs, with run_atari's defaults (R2D2's Atari settings, 32 policies)
+#    and as many actors as the machine has cores, learner and actors on the GPU. NGU plays MontezumaRevenge,
+#    Agent57 Pitfall (the games their papers single out). Only when NGU_STEPS is set (e.g. 2,000,000 env
+#    steps each = 8M frames; never measured): unset or 0 skips them, as check 4. Per-actor policy index, epsilon and mean intrinsic
+#    reward are in TensorBoard (actor_0/ .. actor_7/); the CSV has the extrinsic return per iteration.
+NGU_STEPS="${NGU_STEPS:-0}"
+if [ "$NGU_STEPS" -gt 0 ]; then
+  for pair in ngu:MontezumaRevenge agent57:Pitfall; do
+    agent="${pair%%:*}"; game="${pair##*:}"
+    echo "== 7. $agent $game, $NGU_STEPS env steps"
+    csv="$OUT_DIR/${agent}_${game}.csv"
+    rm -f "$csv"
+    ( cd "$OUT_DIR" && "$PYTHON" -m "deep_rl_zoo.$agent.run_atari" --environment_name="$game" \
+        --num_actors="$(nproc)" --actors_on_gpu --num_iterations=8 --num_train_steps=$(( NGU_STEPS / 8 )) \
+        --num_eval_steps=27000 --checkpoint_dir="$OUT_DIR/checkpoints_$agent" --runs_dir="$OUT_DIR/runs" \
+        --results_csv_path="$csv" --noshow_progress )
+    "$PYTHON" -c "import csv,sys; [print(r['train_env_steps'], 'train', r['train_mean_episode_return'], 'eval', r['eval_mean_episode_return']) for r in csv.DictReader(open(sys.argv[1]))]" "$csv"
+  done
 fi

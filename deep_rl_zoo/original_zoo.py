@@ -8,7 +8,7 @@ command line (with one note on stderr), or is refused with one line that says wh
     --num_train_frames=N           -> --num_train_steps=N
     --rmsprop_eps=0.01             -> error: IMPALA here uses Adam (--learning_rate, --adam_eps)
 
-An agent package of the original that is not built here (`python -m deep_rl_zoo.ngu.run_classic`)
+An agent package of the original that is not built here (`python -m deep_rl_zoo.rainbow_dqn.run_classic`)
 is answered by `MissingAgentFinder` with one line and exit code 2 instead of `No module named ...`;
 a package that exists always wins over it.
 """
@@ -243,8 +243,6 @@ def _bool_value(name: str, value: str | None, negated: bool) -> bool:
 
 # package -> what to type instead (or why not yet).
 MISSING_AGENTS = {
-    "ngu": "NGU is not built in this project yet",
-    "agent57": "Agent57 is not built in this project yet",
     "rainbow_dqn": "the original's rainbow_dqn is deep_rl_zoo.rainbow here",
 }
 
@@ -253,7 +251,7 @@ class MissingAgentFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Answers `deep_rl_zoo.<agent>` for the original's agents that have no package here.
 
     Sits last on `sys.meta_path`, so a package that exists is always found first. Run as
-    `python -m deep_rl_zoo.ngu.run_classic` (sys.argv[0] is "-m" while runpy looks the module up), it
+    `python -m deep_rl_zoo.rainbow_dqn.run_classic` (sys.argv[0] is "-m" while runpy looks the module up), it
     prints one line and exits 2; imported from code, it raises ModuleNotFoundError with that line.
     """
 

@@ -655,15 +655,18 @@ def _build_actor_process_side(
     seed: int,
     device: torch.device,
     link: LearnerLink,
+    *,
+    wrap_env: Callable[[gym.Env], gym.Env] | None = None,
 ) -> tuple[gym.Env, Agent, torch.nn.Module]:
     """Runs in the actor process: its training env, then the algorithm's actor for it."""
     seed_everything(seed, num_threads=1)
     interval = config.debug_screenshots_interval
     if config.num_envs > 1:
-        env = make_train_environment(config, seed, agent_name=config.environment_name)
+        env = make_train_environment(config, seed, agent_name=config.environment_name, wrap_env=wrap_env)
         actor, module = build_actor(config, env, device, link, seed)
         return env, actor, module
-    env = make_environment(config, seed, train=True, render_mode="rgb_array" if interval > 0 else None)
+    render_mode = "rgb_array" if interval > 0 else None
+    env = make_environment(config, seed, train=True, render_mode=render_mode, wrap_env=wrap_env)
     if interval > 0:  # the frames travel to the learner with the episode statistics
         env = gym_env.TerminalFrames(env, interval)
     actor, module = build_actor(config, env, device, link, seed)
@@ -700,6 +703,7 @@ def train_distributed(
     build_actor: Callable,
     action_space: str = "discrete",
     batched_actors: bool = False,
+    wrap_env: Callable[[gym.Env], gym.Env] | None = None,
 ) -> main_loop.LoopState:
     """Runs a distributed training run (one learner process, `config.num_actors` actors).
 
@@ -711,6 +715,9 @@ def train_distributed(
       build_actor: module-level function `(config, env, device, link, seed) -> (actor, actor_module)`,
         called in each actor process; `actor_module` has the architecture of the learner's
         `shared_module` and receives its published parameters.
+      wrap_env: an agent's own outermost wrapper of every env, the actors' and the evaluation's (e.g.
+        `drqn.obscured.obscuring_wrapper`); it travels to the actor processes, so it must pickle (a
+        module-level class or function, or a functools.partial of one; not a lambda).
 
     Everything that can reject the input is checked before any process starts or anything is written.
     """
@@ -731,7 +738,7 @@ def train_distributed(
     resume = load_resume_checkpoint(config, agent_name, environment_id)
     warn_if_more_actors_than_cores(config.num_actors)
 
-    eval_env = make_environment(config, config.seed + 1, train=False)
+    eval_env = make_environment(config, config.seed + 1, train=False, wrap_env=wrap_env)
     try:
         check_action_space(eval_env, agent_name, action_space)
         agents = build_learner(eval_env, device)
@@ -743,7 +750,7 @@ def train_distributed(
         runtime = make_runtime(
             config,
             agents.learner.shared_module,
-            functools.partial(_build_actor_process_side, config, build_actor),
+            functools.partial(_build_actor_process_side, config, build_actor, wrap_env=wrap_env),
             seeds=[actor_seed(config.seed, i, loop_state.next_iteration) for i in range(config.num_actors)],
         )
         try:

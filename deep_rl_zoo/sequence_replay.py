@@ -116,6 +116,9 @@ class SequenceBlock(NamedTuple):
     truncated: np.ndarray  # [P] bool, the episode was cut by a time limit at o_k
     first: np.ndarray  # [P] bool, o_k starts an episode (the recurrent state is zeroed before it)
     core_state: tuple  # (h [H], c [H]) float32: the actor's LSTM state before it read o_0
+    # Further per-step fields an agent stores with its steps ({name: [P, ...] array}, the same names in
+    # every block), returned in `ReplayedSequences.extras` (NGU: policy index, intrinsic reward, ...).
+    extras: dict | None = None
 
 
 class ReplayedSequences(NamedTuple):
@@ -131,6 +134,7 @@ class ReplayedSequences(NamedTuple):
     indices: np.ndarray  # [B] slots, for `update_priorities`
     weights: np.ndarray  # [B] float32 importance-sampling weights, max 1
     steps: np.ndarray  # [T, B] int64 step numbers (in the order steps were added, over all actors)
+    extras: dict | None = None  # {name: [T, B, ...]}: the blocks' `extras`, None when they had none
 
 
 class _StoredSequence(NamedTuple):
@@ -188,6 +192,7 @@ class PrioritizedSequenceReplay:
         self._stack_size = int(stack_size)
         self._rng = rng
         self._steps: dict[str, np.ndarray] = {}  # allocated on the first block
+        self._extra_names: set[str] = set()
         self._num_steps_added = 0
         sequence_capacity = max(1, capacity // period)
         self._sequences = replay_lib.PrioritizedReplay(sequence_capacity, priority_exponent, rng)
@@ -234,7 +239,17 @@ class PrioritizedSequenceReplay:
         if length != self._period:
             raise ValueError(f"a block must hold {self._period} steps, got {length}")
         fields = {name: np.asarray(getattr(block, name)) for name in _STEP_FIELDS}
+        extras = block.extras or {}
+        if self._steps and set(extras) != self._extra_names:
+            raise ValueError(
+                f"a block's extras {sorted(extras)} differ from the first's {sorted(self._extra_names)}"
+            )
+        for name, value in extras.items():
+            fields[_EXTRA_PREFIX + name] = np.asarray(value)
+            if len(fields[_EXTRA_PREFIX + name]) != length:
+                raise ValueError(f"extra {name!r} holds {len(value)} steps, the block {length}")
         if not self._steps:
+            self._extra_names = set(extras)
             for name, value in fields.items():
                 self._steps[name] = np.zeros((self._capacity, *value.shape[1:]), value.dtype)
         steps = self._num_steps_added + np.arange(length, dtype=np.int64)
@@ -294,6 +309,9 @@ class PrioritizedSequenceReplay:
             indices=sample.indices,
             weights=sample.weights,
             steps=sample.items.steps.T[s - 1 :],
+            extras={name: self._steps[_EXTRA_PREFIX + name][slots] for name in sorted(self._extra_names)}
+            if self._extra_names
+            else None,
         )
 
     def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
@@ -307,6 +325,7 @@ class PrioritizedSequenceReplay:
 
 
 _STEP_FIELDS = ("observation", "action", "reward", "terminated", "truncated", "first")
+_EXTRA_PREFIX = "extra/"
 
 
 def _stacks(frames: np.ndarray, window: np.ndarray, first: np.ndarray, stack_size: int) -> np.ndarray:

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.drqn import train
@@ -189,7 +190,18 @@ def test_a_checkpoint_config_without_head_hidden_sizes_builds_the_papers_linear_
     assert deeper.head.in_features == 6 and deeper.post_lstm[0].in_features == 5
 
 
-def test_unroll_in_stretches_equals_the_step_by_step_first_path():
+def test_unroll_of_a_network_without_first_equals_the_one_pass_path():
+    """`unroll` calls a network that cannot take `first` (NGU's, say) once per stretch between episode
+    starts; that equals DrqnNetwork's own one-pass resets."""
+
+    class NoFirst(nn.Module):
+        def __init__(self, network):
+            super().__init__()
+            self.network = network
+
+        def forward(self, x, hidden_state):
+            return self.network(x, hidden_state)
+
     torch.manual_seed(0)
     network = DrqnNetwork((3,), num_actions=2, hidden_sizes=(8,), lstm_size=5)
     x = torch.randn(7, 3, 3)
@@ -197,8 +209,8 @@ def test_unroll_in_stretches_equals_the_step_by_step_first_path():
     first[0, 1] = first[2, 0] = first[5, 0] = first[5, 2] = True  # resets at t = 0, 2, 5
     state = (torch.randn(1, 3, 5), torch.randn(1, 3, 5))  # nonzero, so a missed reset would show
     with torch.no_grad():
-        expected = network(x, state, first)
-        got = unroll(network, x, state, first)
+        expected = unroll(network, x, state, first)
+        got = unroll(NoFirst(network), x, state, first)
     torch.testing.assert_close(got.q_values, expected.q_values)
     torch.testing.assert_close(got.hidden_state, expected.hidden_state)
 

@@ -140,10 +140,8 @@ def _run(*args, cwd):
 @pytest.mark.parametrize(
     "module, message",
     [
-        ("deep_rl_zoo.ngu.run_classic", "NGU is not built in this project yet"),
-        ("deep_rl_zoo.ngu.run_atari", "NGU is not built"),
-        ("deep_rl_zoo.agent57.eval_agent", "Agent57 is not built"),
         ("deep_rl_zoo.rainbow_dqn.run_classic", "is deep_rl_zoo.rainbow here"),
+        ("deep_rl_zoo.rainbow_dqn.eval_agent", "is deep_rl_zoo.rainbow here"),
     ],
 )
 def test_agents_not_built_here_answer_in_one_line_and_exit_2(tmp_path, module, message):
@@ -154,8 +152,8 @@ def test_agents_not_built_here_answer_in_one_line_and_exit_2(tmp_path, module, m
 
 
 def test_importing_an_agent_not_built_here_from_code_is_a_module_not_found_error():
-    with pytest.raises(ModuleNotFoundError, match="NGU is not built"):
-        import deep_rl_zoo.ngu  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match="is deep_rl_zoo.rainbow here"):
+        import deep_rl_zoo.rainbow_dqn  # noqa: F401
     import deep_rl_zoo.dqn  # a package that exists is never shadowed
 
     assert deep_rl_zoo.dqn.__file__.endswith("__init__.py")

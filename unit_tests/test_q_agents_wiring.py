@@ -567,7 +567,8 @@ def test_iqn_stops_the_bootstrap_at_a_termination_only(monkeypatch):
 
 class RunningSumNetwork(nn.Module):
     """A recurrent Q-network stand-in. An observation is [id, value] (or [id], value 0); the recurrent
-    state h is the running sum of the values since the last reset, and Q(o_t)[a] = table[id_t, a] + h_t."""
+    state h is the running sum of the values since the last reset (a `first` step, or the state the
+    agent passes in), and Q(o_t)[a] = table[id_t, a] + h_t."""
 
     def __init__(self, table):
         super().__init__()
@@ -578,10 +579,11 @@ class RunningSumNetwork(nn.Module):
         return zeros, zeros.clone()
 
     def forward(self, x: torch.Tensor, hidden_state, first=None) -> RecurrentQNetworkOutput:
-        assert first is None  # the agent resets the state itself (drqn.agent.unroll)
         h, c = hidden_state  # [1, B, 1]
         q_values = []
-        for x_t in x:  # [B, D]
+        for t, x_t in enumerate(x):  # [B, D]
+            if first is not None:  # the sum restarts at an episode's first step, as DrqnNetwork's state
+                h = h * (~first[t]).float().view(1, -1, 1)
             h = h + (x_t[:, 1].view(1, -1, 1) if x_t.shape[1] > 1 else 0.0)
             q_values.append(self.table[x_t[:, 0].long()] + h[0])
         return RecurrentQNetworkOutput(q_values=torch.stack(q_values), hidden_state=(h, c))

@@ -21,9 +21,11 @@ The stored recurrent states of R2D2 were not needed on CartPole and are not used
 """
 
 import copy
+import inspect
 
 import numpy as np
 import torch
+from torch import nn
 
 from deep_rl_zoo import multistep, value_learning
 from deep_rl_zoo import replay as replay_lib
@@ -84,23 +86,29 @@ class RecurrentEpsilonGreedyActor:
 
 
 def unroll(
-    network: DrqnNetwork,
-    observation: torch.Tensor,
+    network: nn.Module,
+    observation,
     hidden_state: tuple[torch.Tensor, torch.Tensor],
     first: torch.Tensor,
 ):
-    """`network(observation, hidden_state, first)`, computed with one LSTM call per stretch of steps
-    in which no sequence starts an episode (the network's own `first` path steps one time step at a
-    time, which costs about twice as much on CPU for CartPole-sized sequences).
+    """`network`'s outputs on time-major sequences that may cross episode starts: the LSTM state is
+    zeroed before every `first` step, as the actors zeroed it.
+
+    A network whose `forward(x, hidden_state, first)` takes `first` (`DrqnNetwork`: one pass, see
+    `networks.common.lstm_with_resets`) is called once. Any other recurrent network
+    (`forward(x, hidden_state)`) is called once per stretch of steps in which no sequence starts an
+    episode, the state zeroed between stretches.
 
     Args:
-      observation: [T, B, ...] time-major sequences.
+      observation: [T, B, ...] time-major sequences (or anything sliced like them along time).
       hidden_state: (h, c), each [1, B, H], the state before `observation[0]`.
       first: [T, B] bool, steps that start an episode (the state is zeroed before them).
 
     Returns:
       The network's RecurrentQNetworkOutput: q_values [T, B, A] and the state after the last step.
     """
+    if _takes_first(network):
+        return network(observation, hidden_state, first)
     reset_times = torch.nonzero(first.any(dim=1)).flatten().tolist()
     bounds = sorted({0, *reset_times, observation.shape[0]})
     outputs = []
@@ -111,6 +119,10 @@ def unroll(
         outputs.append(output.q_values)
         hidden_state = output.hidden_state
     return output._replace(q_values=torch.cat(outputs))
+
+
+def _takes_first(network: nn.Module) -> bool:
+    return "first" in inspect.signature(network.forward).parameters
 
 
 class Drqn:

@@ -1,6 +1,8 @@
 """Partial observability for DRQN: the flickering screen of Hausknecht & Stone 2015 (section 5)."""
 
+import functools
 from collections import deque
+from collections.abc import Callable
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -54,3 +56,15 @@ class ObscuredObservation(gym.Wrapper):
         observation = np.array(observation)  # a copy: the frame stack wrapper keeps its own frames
         observation[np.array(self._blanked)] = 0
         return observation
+
+
+def obscuring_wrapper(probability: float) -> Callable[[gym.Env], gym.Env] | None:
+    """The wrapper that makes an env partially observable (`wrap_env` of `run_support.train`,
+    `train_distributed` and `evaluate`), or None when `probability` is 0.
+
+    A `functools.partial` of the class, not a closure, so that it pickles: distributed agents send it to
+    their actor processes (fork server, Ray), which build their own envs.
+    """
+    if probability <= 0.0:
+        return None
+    return functools.partial(ObscuredObservation, probability=probability)

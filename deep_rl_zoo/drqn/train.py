@@ -1,7 +1,6 @@
 """DRQN's configuration and the `main` that `run_classic` and `run_atari` share."""
 
 import dataclasses
-from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -10,7 +9,7 @@ import torch
 from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.config import field
 from deep_rl_zoo.drqn import agent
-from deep_rl_zoo.drqn.obscured import ObscuredObservation
+from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks.value import DrqnNetwork
 
@@ -120,13 +119,6 @@ def build_agents(config: DrqnConfig, env: gym.Env, device: torch.device) -> run_
         agent.Drqn.agent_name,
     )
     return run_support.Agents(train_agent, eval_agent)
-
-
-def obscuring_wrapper(probability: float) -> Callable[[gym.Env], gym.Env] | None:
-    """The wrapper that makes the env partially observable, or None when `probability` is 0."""
-    if probability <= 0.0:
-        return None
-    return lambda env: ObscuredObservation(env, probability)
 
 
 def main(config: DrqnConfig):

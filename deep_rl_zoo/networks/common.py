@@ -80,3 +80,61 @@ def orthogonal_init_(module: nn.Module, gain: float) -> nn.Module:
 def is_image_observation(observation_shape: Sequence[int]) -> bool:
     """Atari-style observations are [C, H, W]; classic control ones are flat vectors."""
     return len(observation_shape) == 3
+
+
+# Up to this many steps where some sequence starts an episode, `lstm_with_resets` calls the LSTM once
+# per stretch between them; with more, it runs the masked loop. Measured on R2D2's CartPole learner
+# (batches of 32 windows of 20 steps; benchmarks/r2d2_learner_speed.py --compare, load 33-36): with
+# about 1, 5 and 15 such steps per batch, splitting cost 0.92x, 1.1x and 1.9x the loop.
+MAX_RESETS_TO_SPLIT = 2
+
+
+def lstm_with_resets(
+    lstm: nn.LSTM,
+    inputs: torch.Tensor,
+    hidden_state: tuple[torch.Tensor, torch.Tensor],
+    first: torch.Tensor,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """A one-layer `lstm` over time-major `inputs` [T, B, F] from `hidden_state` (h, c) [1, B, H], with
+    the state zeroed before every step where `first` [T, B] is True (an episode starts there).
+
+    The same as stepping the LSTM one step at a time and zeroing the state where `first`, done in the
+    cheaper of two ways. With at most `MAX_RESETS_TO_SPLIT` steps after step 0 where some sequence
+    starts an episode (most replayed windows once episodes are long), one `lstm` call per stretch
+    between them (a single call when there is none). With more (short episodes: splitting there costs
+    up to one call per step), a loop over time of the LSTM's equations with the state masked,
+
+        h, c = keep_t * h, keep_t * c                     keep_t = 0 where first[t], else 1
+        i, f, g, o = x_t W_ih^T + b_ih + b_hh + h W_hh^T  (x W_ih^T for all steps in one product)
+        c = sigmoid(f) c + sigmoid(i) tanh(g);  h = sigmoid(o) tanh(c).
+
+    Returns:
+      (outputs h_t [T, B, H], the state after the last step (h, c) each [1, B, H]).
+    """
+    if lstm.num_layers != 1 or lstm.bidirectional or lstm.batch_first or lstm.proj_size:
+        raise ValueError("lstm_with_resets takes a one-layer, one-direction, time-major nn.LSTM")
+    if first.shape != inputs.shape[:2]:
+        raise ValueError(f"first {tuple(first.shape)} must be [T, B] of inputs {tuple(inputs.shape)}")
+    keep = (~first).to(inputs.dtype).unsqueeze(-1)  # [T, B, 1]
+    num_steps = inputs.shape[0]
+    reset_times = (torch.nonzero(first[1:].any(dim=1)).flatten() + 1).tolist()
+    if len(reset_times) <= MAX_RESETS_TO_SPLIT:
+        bounds = [0, *reset_times, num_steps]
+        outputs = []
+        for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+            hidden_state = (hidden_state[0] * keep[start], hidden_state[1] * keep[start])
+            output, hidden_state = lstm(inputs[start:end], hidden_state)
+            outputs.append(output)
+        return torch.cat(outputs) if len(outputs) > 1 else outputs[0], hidden_state
+    bias = lstm.bias_ih_l0 + lstm.bias_hh_l0 if lstm.bias else None
+    gates_x = nn.functional.linear(inputs, lstm.weight_ih_l0, bias)  # [T, B, 4H]
+    weight_hh = lstm.weight_hh_l0.t()
+    h, c = hidden_state[0][0], hidden_state[1][0]  # [B, H]
+    outputs = []
+    for t in range(num_steps):
+        h, c = h * keep[t], c * keep[t]
+        i, f, g, o = torch.addmm(gates_x[t], h, weight_hh).chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        outputs.append(h)
+    return torch.stack(outputs), (h[None], c[None])

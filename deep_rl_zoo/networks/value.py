@@ -195,13 +195,7 @@ class DrqnNetwork(nn.Module):
         if first is None:
             outputs, hidden_state = self.lstm(features, hidden_state)
         else:
-            keep = (~first).to(features.dtype).unsqueeze(-1)  # [T, B, 1]
-            steps = []
-            for t in range(num_steps):
-                hidden_state = (hidden_state[0] * keep[t], hidden_state[1] * keep[t])
-                output, hidden_state = self.lstm(features[t : t + 1], hidden_state)
-                steps.append(output)
-            outputs = torch.cat(steps)
+            outputs, hidden_state = common.lstm_with_resets(self.lstm, features, hidden_state, first)
         return RecurrentQNetworkOutput(q_values=self.head(self.post_lstm(outputs)), hidden_state=hidden_state)
 
 

@@ -33,16 +33,14 @@ table lists 0.6 while its text says they were dropped; `--importance_sampling_ex
 """
 
 import copy
-import math
 from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import multistep, value_learning
+from deep_rl_zoo import multistep, optimization, value_learning
 from deep_rl_zoo.drqn.agent import unroll
-from deep_rl_zoo.errors import NonFiniteLossError
 from deep_rl_zoo.networks.value import DrqnNetwork
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, SequenceBlock
@@ -213,7 +211,7 @@ class R2d2Actor:
             core_state=self._block_state,
         )
         self._records = []
-        self._link.send(block)
+        self._link.send(block, self.statistics)  # logged under actor_<i>/ for the first 8 actors
         self._link.pull_parameters()  # off-policy: take newer parameters if any, never wait
 
     def reset(self) -> None:
@@ -357,14 +355,9 @@ class R2d2:
         per_sequence = 0.5 * extra.td_error.square().sum(dim=0) / counts.clamp(min=1.0)  # [B]
         loss = (to(batch.weights, torch.float32) * per_sequence).mean()
 
-        self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self._max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self._network.parameters(), self._max_grad_norm)
-        self._optimizer.step()
-        value = loss.item()
-        if not math.isfinite(value):
-            raise NonFiniteLossError(self._learner_steps, value)
+        step = optimization.gradient_step(
+            loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
+        )
         self._learner_steps += 1
         if self._learner_steps % self._target_network_update_period == 0:
             self._target_network.load_state_dict(self._network.state_dict())
@@ -376,7 +369,8 @@ class R2d2:
         priorities = value_learning.sequence_priorities(abs_td, mask, self._priority_eta)
         self._replay.update_priorities(batch.indices, priorities.cpu().numpy())
         self._statistics = {
-            "loss": value,
+            "loss": step.loss,
+            "grad_norm": step.grad_norm,
             "mean_priority": priorities.mean().item(),
             "mean_target": (extra.target * extra.mask).sum().item() / max(extra.mask.sum().item(), 1.0),
         }

@@ -2,16 +2,24 @@
 `python -m deep_rl_zoo.r2d2.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
 """
 
+import dataclasses
+
 import numpy as np
 
 from deep_rl_zoo import run_support
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import EvalConfig, field, run_script
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
+from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.r2d2.agent import R2d2
 from deep_rl_zoo.r2d2.train import build_network
 
 
-def main(config: EvalConfig) -> list[float]:
+@dataclasses.dataclass(frozen=True)
+class R2d2EvalConfig(EvalConfig):
+    obscure_probability: float = field(0.0, "Blank each observation with this probability, as in training.")
+
+
+def main(config: R2d2EvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         num_actions = int(env.action_space.n)
         saved_config = checkpoint["config"] if checkpoint else {}
@@ -23,8 +31,10 @@ def main(config: EvalConfig) -> list[float]:
         rng = np.random.default_rng(config.seed)
         return RecurrentEpsilonGreedyActor(network, num_actions, epsilon, rng, device, R2d2.agent_name)
 
-    return run_support.evaluate(config, R2d2.agent_name, build_actor)
+    return run_support.evaluate(
+        config, R2d2.agent_name, build_actor, wrap_env=obscuring_wrapper(config.obscure_probability)
+    )
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {}, main)
+    run_script(R2d2EvalConfig, {}, main)

@@ -6,9 +6,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import exploration, run_support
+from deep_rl_zoo import exploration, optimization, run_support
 from deep_rl_zoo.config import field
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
+from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks import common
 from deep_rl_zoo.networks.value import DrqnNetwork
@@ -62,6 +63,9 @@ class R2d2Config(run_support.DistributedConfig):
     actor_epsilon_alpha: float = field(7.0, "Ape-X actor epsilons' spread (see --actor_epsilon).")
     eval_exploration_epsilon: float = field(0.0, "Epsilon of the greedy evaluation.")
     max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
+    obscure_probability: float = field(
+        0.0, "Blank each new observation with this probability (DRQN's flickering games; 0.5 in the paper)."
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -96,7 +100,13 @@ class R2d2Config(run_support.DistributedConfig):
             f"--replay_capacity={self.replay_capacity} cannot hold --batch_size={self.batch_size} sequences "
             f"of --sequence_length={self.sequence_length} overlapping by half",
         )
-        for name in ("discount", "priority_eta", "actor_epsilon", "eval_exploration_epsilon"):
+        for name in (
+            "discount",
+            "priority_eta",
+            "actor_epsilon",
+            "eval_exploration_epsilon",
+            "obscure_probability",
+        ):
             value = getattr(self, name)
             require(0.0 <= value <= 1.0, f"--{name} must be in [0, 1], got {value}")
         for name in (
@@ -139,7 +149,7 @@ def build_learner(config: R2d2Config, env: gym.Env, device: torch.device) -> run
     )
     learner = R2d2(
         network=network,
-        optimizer=torch.optim.Adam(network.parameters(), lr=config.learning_rate, eps=config.adam_eps),
+        optimizer=optimization.adam(network.parameters(), config.learning_rate, config.adam_eps),
         replay=replay,
         burn_in=config.burn_in,
         batch_size=config.batch_size,
@@ -187,5 +197,9 @@ def build_actor(config: R2d2Config, env: gym.Env, device: torch.device, link: Le
 
 def main(config: R2d2Config):
     return run_support.train_distributed(
-        config, R2d2.agent_name, lambda env, device: build_learner(config, env, device), build_actor
+        config,
+        R2d2.agent_name,
+        lambda env, device: build_learner(config, env, device),
+        build_actor,
+        wrap_env=obscuring_wrapper(config.obscure_probability),
     )

@@ -66,8 +66,11 @@ class LearnerLink(Protocol):
     def parameter_version(self) -> int:
         """Version of the parameters now in the actor's module (0: none yet)."""
 
-    def send(self, payload: Any) -> None:
-        """Sends `payload` to the learner (blocks while the learner is `max_in_flight` messages behind)."""
+    def send(self, payload: Any, statistics: dict | None = None) -> None:
+        """Sends `payload` to the learner (blocks while the learner is `max_in_flight` messages behind).
+
+        `statistics`: the actor's own scalars (e.g. its epsilon), logged under `actor_<i>/` with the link's.
+        """
 
     def pull_parameters(self) -> bool:
         """Copies the newest parameters into the actor's module if they changed; returns whether."""
@@ -200,9 +203,10 @@ class ActorLinkBase(abc.ABC):
         self._wait_for_version_above(self._version)
         self.pull_parameters()
 
-    def send(self, payload: Any) -> None:
+    def send(self, payload: Any, statistics: dict | None = None) -> None:
         statistics = {
-            "steps_per_second": self._total_steps / max(time.perf_counter() - self._start_time, 1e-9)
+            **(statistics or {}),
+            "steps_per_second": self._total_steps / max(time.perf_counter() - self._start_time, 1e-9),
         }
         message = ActorMessage(
             self.actor_index, self._version, payload, self._num_env_steps, self._episodes, statistics

@@ -1,0 +1,91 @@
+"""Agent57's configuration and builders: NGU's (`ngu.train`) with two Q-networks and a bandit per actor."""
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from deep_rl_zoo import run_support
+from deep_rl_zoo.agent57.agent import Agent57, Agent57QNetworks, SlidingWindowBandit
+from deep_rl_zoo.config import field
+from deep_rl_zoo.drqn.obscured import obscuring_wrapper
+from deep_rl_zoo.errors import require
+from deep_rl_zoo.ngu import train as ngu_train
+from deep_rl_zoo.runtime import LearnerLink
+
+
+@dataclasses.dataclass(frozen=True)
+class Agent57Config(ngu_train.NguConfig):
+    """NGU's hyper-parameters plus the meta-controller's (Badia et al. 2020, Agent57's appendix)."""
+
+    bandit_window: int = field(160, "Episodes of each actor's sliding-window UCB meta-controller.")
+    bandit_beta: float = field(1.0, "Exploration bonus weight of the UCB meta-controller.")
+    bandit_epsilon: float = field(0.5, "Probability the meta-controller picks a random policy index.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.bandit_window > 0, f"--bandit_window must be positive, got {self.bandit_window}")
+        require(self.bandit_beta >= 0, f"--bandit_beta must be >= 0, got {self.bandit_beta}")
+        require(
+            0 <= self.bandit_epsilon <= 1, f"--bandit_epsilon must be in [0, 1], got {self.bandit_epsilon}"
+        )
+
+
+def build_networks(config_values: dict, observation_shape, num_actions: int):
+    q = Agent57QNetworks(
+        ngu_train.q_network(config_values, observation_shape, num_actions),
+        ngu_train.q_network(config_values, observation_shape, num_actions),
+        config_values.get("value_rescaling_eps", Agent57Config.value_rescaling_eps),
+    )
+    window = config_values.get("bandit_window", Agent57Config.bandit_window)
+    return ngu_train.build_novelty_modules(config_values, q, observation_shape, num_actions, window)
+
+
+def build_learner(config: Agent57Config, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+    shape, num_actions = env.observation_space.shape, int(env.action_space.n)
+    networks = build_networks(dataclasses.asdict(config), shape, num_actions).to(device)
+    rng = np.random.default_rng(config.seed)
+    learner = Agent57(
+        networks=networks,
+        optimizer=ngu_train.optimizer_for(config, networks),
+        replay=ngu_train.replay_for(config, shape, rng),
+        **ngu_train.learner_arguments(config, device),
+    )
+    eval_actor = ngu_train.evaluation_actor(
+        dataclasses.asdict(config),
+        networks,
+        num_actions,
+        config.eval_exploration_epsilon,
+        int(rng.integers(2**31)),
+        device,
+        Agent57.agent_name,
+    )
+    return run_support.DistributedAgents(learner, eval_actor)
+
+
+def build_actor(config: Agent57Config, env: gym.Env, device: torch.device, link: LearnerLink, seed: int):
+    shape, num_actions = env.observation_space.shape, int(env.action_space.n)
+    networks = build_networks(dataclasses.asdict(config), shape, num_actions).to(device).requires_grad_(False)
+    rng = np.random.default_rng(seed)
+    bandit = SlidingWindowBandit(
+        config.num_policies,
+        np.random.default_rng(rng.integers(2**63)),
+        config.bandit_window,
+        config.bandit_beta,
+        config.bandit_epsilon,
+    )
+    actor = ngu_train.actor_for(
+        config, env, device, link, int(rng.integers(2**31)), networks, bandit, Agent57.agent_name
+    )
+    return actor, networks
+
+
+def main(config: Agent57Config):
+    return run_support.train_distributed(
+        config,
+        Agent57.agent_name,
+        lambda env, device: build_learner(config, env, device),
+        build_actor,
+        wrap_env=obscuring_wrapper(config.obscure_probability),
+    )

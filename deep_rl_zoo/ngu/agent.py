@@ -1,0 +1,757 @@
+"""NGU (Badia et al. 2020, "Never Give Up: Learning Directed Exploration Strategies",
+https://arxiv.org/abs/2002.06038): R2D2 with an intrinsic reward for states that are new within the
+episode (and more so if new over the whole of training), and a family of N policies that weigh it.
+
+Each actor plays one policy j of the family, (beta_j, gamma_j) from `exploration.policy_family`
+(actor i plays j = i mod N for the whole run), epsilon-greedy with its Ape-X epsilon. At every step
+it computes the intrinsic reward of the observation it arrives in:
+
+    e_t   = f(o_t)                      controllable embedding (trained by an inverse-dynamics model)
+    r_ep  = episodic kernel reward of e_t against this episode's memory M (k nearest neighbours,
+            squared distances divided by a running mean d_m^2 of such distances: `exploration.
+            episodic_intrinsic_reward`), then e_t joins M; M is emptied at every episode start
+    alpha = RND error of o_t, normalised by the error's running mean and std (`exploration.
+            lifelong_novelty_factor`), clipped to [1, L = 5]
+    r^i_t = r_ep * alpha
+
+The recurrent Q-network (`NguQNetwork`) reads o_t with the one-hot j, the one-hot previous action, and
+the previous extrinsic and intrinsic rewards. The learner replays sequences as R2D2 does (stored LSTM
+state, burn-in, priorities 0.9 max + 0.1 mean |td|, target network) with the reward and discount of
+each sequence's own policy:
+
+    r_t = r^e_t + beta_j r^i_t,   discount_t = gamma_j (0 at a true termination)
+
+and NGU's transformed 5-step double-Q targets (the paper's R2D2-based variant; the Retrace variant is
+not built): `r2d2.agent.r2d2_td_errors`, so the target is the one R2D2 uses, per sequence. The same
+replayed batches train the embedding (cross-entropy of the inverse model predicting a_t from
+f(o_t), f(o_{t+1})) and RND's predictor (squared error to the fixed random target).
+
+Kept from the paper: k = 10, kernel epsilon 1e-4, cluster distance 0.008, c = 0.001, maximum
+similarity 8, L = 5, beta = 0.3, gamma from 0.99 to 0.997, the policy family's shapes, Ape-X epsilons,
+an inverse-dynamics embedding, RND's life-long factor, each actor's own episodic memory, learning rate
+5e-4 for the embedding and RND.
+
+Changed, and why:
+- The embedding is `networks.curiosity.IntrinsicCuriosityModule`'s (shared with PPO-ICM; its forward
+  model is left untrained here): on Atari its 1,152 convolution features, not the paper's 32; on
+  vectors an MLP of 32 units. One module of the zoo instead of a second embedding network.
+- The running mean d_m^2 is over all of an actor's squared k-NN distances (the paper keeps it per
+  actor too, without saying over which window); the RND error's mean and std are running statistics the
+  learner keeps over every step received (the paper's actors kept them), published to the actors with
+  the networks. Both and the bandit of Agent57 are in the checkpoint.
+- CPU budget: few actors (4) and as many policies (N = 4 on classic control, 32 on Atari), short
+  sequences, and the replay ratio of R2D2's classic defaults; see `train.NguConfig`.
+- Sequences cross episode ends with masking, and the head is plain (no dueling), as in `r2d2.agent`.
+"""
+
+import copy
+import dataclasses
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from deep_rl_zoo import exploration, optimization, value_learning
+from deep_rl_zoo.networks import common
+from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule, RandomNetworkDistillation
+from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
+from deep_rl_zoo.normalizers import ObservationNormalizer
+from deep_rl_zoo.r2d2.agent import r2d2_td_errors, sequence_q_values
+from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, ReplayedSequences, SequenceBlock
+from deep_rl_zoo.types_ import TimeStep
+
+# ----------------------------------------------------------------------------------------------------
+# Networks
+
+
+@dataclasses.dataclass(frozen=True)
+class NguInput:
+    """What NGU's Q-network reads at each step, time-major [T, B, ...]. Slices like a tensor (along time
+    and batch), so `drqn.agent.unroll` and `r2d2.agent.sequence_q_values` handle it as an observation."""
+
+    observation: torch.Tensor  # [T, B, ...] o_t
+    policy_index: torch.Tensor  # [T, B] int64 j
+    previous_action: torch.Tensor  # [T, B] int64 a_{t-1} (0 at an episode's start)
+    previous_extrinsic_reward: torch.Tensor  # [T, B] float r^e_t, received on arriving in o_t
+    previous_intrinsic_reward: torch.Tensor  # [T, B] float r^i_t, the novelty of o_t
+
+    def __getitem__(self, index) -> "NguInput":
+        return NguInput(*(getattr(self, f.name)[index] for f in dataclasses.fields(self)))
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.observation.shape
+
+
+class NguQNetwork(nn.Module):
+    """Torso (MLP, or the Nature CNN on Atari), then an LSTM over the torso's features with the one-hot
+    policy index, the one-hot previous action and the two previous rewards, then ReLU layers and a
+    linear Q head. Outputs are h(Q)."""
+
+    def __init__(
+        self,
+        observation_shape,
+        num_actions: int,
+        num_policies: int,
+        hidden_sizes=(128,),
+        lstm_size: int = 128,
+        head_hidden_sizes=(128,),
+    ):
+        super().__init__()
+        self.num_actions = num_actions
+        self.num_policies = num_policies
+        self._image = common.is_image_observation(observation_shape)
+        if self._image:
+            self.torso = common.NatureCnnTorso(observation_shape)
+            size = self.torso.output_size
+        else:
+            self.torso = common.mlp(int(observation_shape[0]), hidden_sizes)
+            size = hidden_sizes[-1]
+        self.lstm = nn.LSTM(size + num_policies + num_actions + 2, lstm_size)
+        self.post_lstm = common.mlp(lstm_size, head_hidden_sizes)
+        self.head = nn.Linear(head_hidden_sizes[-1] if head_hidden_sizes else lstm_size, num_actions)
+
+    def initial_state(self, batch_size: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        zeros = torch.zeros(1, batch_size, self.lstm.hidden_size, device=device)
+        return zeros, zeros.clone()
+
+    def forward(
+        self, x: NguInput, hidden_state: tuple[torch.Tensor, torch.Tensor]
+    ) -> RecurrentQNetworkOutput:
+        num_steps, batch_size = x.observation.shape[:2]
+        observation = x.observation.flatten(0, 1)
+        features = self.torso(observation if self._image else observation.float())
+        inputs = torch.cat(
+            [
+                features.view(num_steps, batch_size, -1),
+                F.one_hot(x.policy_index, self.num_policies).to(features.dtype),
+                F.one_hot(x.previous_action, self.num_actions).to(features.dtype),
+                x.previous_extrinsic_reward.to(features.dtype)[..., None],
+                x.previous_intrinsic_reward.to(features.dtype)[..., None],
+            ],
+            dim=-1,
+        )
+        outputs, hidden_state = self.lstm(inputs, hidden_state)
+        return RecurrentQNetworkOutput(self.head(self.post_lstm(outputs)), hidden_state)
+
+    def acting_q_values(self, q_values: torch.Tensor, beta: float) -> torch.Tensor:
+        """The values the actor is greedy in: NGU's one network already learns r^e + beta_j r^i."""
+        return q_values
+
+
+class ActorMemory(nn.Module):
+    """What each actor remembers across episodes, kept by the learner as buffers (so it is in the
+    checkpoint and published to the actors with the networks): the running mean of squared k-NN
+    distances and, for Agent57, the bandit's last `window` (arm, return) pairs. Row i is actor i's,
+    the last row the evaluation actor's. A (re)started actor reads its row once, at its first step;
+    afterwards it sends its own state with every block."""
+
+    def __init__(self, num_actors: int, window: int = 1):
+        super().__init__()
+        rows = num_actors + 1
+        self.register_buffer("distance_mean", torch.zeros(rows, dtype=torch.float64))
+        self.register_buffer("distance_count", torch.zeros(rows, dtype=torch.float64))
+        self.register_buffer("bandit_arms", torch.zeros(rows, window, dtype=torch.int64))
+        self.register_buffer("bandit_returns", torch.zeros(rows, window, dtype=torch.float64))
+        self.register_buffer("bandit_length", torch.zeros(rows, dtype=torch.int64))
+
+    @property
+    def window(self) -> int:
+        return self.bandit_arms.shape[1]
+
+    def read(self, row: int) -> dict:
+        length = int(self.bandit_length[row])
+        return {
+            "distance_mean": float(self.distance_mean[row]),
+            "distance_count": float(self.distance_count[row]),
+            "bandit_arms": self.bandit_arms[row, :length].tolist(),
+            "bandit_returns": self.bandit_returns[row, :length].tolist(),
+        }
+
+    @torch.no_grad()
+    def write(self, row: int, state: dict) -> None:
+        self.distance_mean[row] = state["distance_mean"]
+        self.distance_count[row] = state["distance_count"]
+        arms, returns = state["bandit_arms"][-self.window :], state["bandit_returns"][-self.window :]
+        self.bandit_length[row] = len(arms)
+        self.bandit_arms[row, : len(arms)] = torch.as_tensor(arms, dtype=torch.int64)
+        self.bandit_returns[row, : len(arms)] = torch.as_tensor(returns, dtype=torch.float64)
+
+
+class NguNetworks(nn.Module):
+    """Everything the actors need, published as one module: the Q-network(s) `q`, the embedding, RND
+    (with its observation normaliser), the running statistics of RND's error, and the actors' memory."""
+
+    def __init__(
+        self,
+        q: nn.Module,
+        embedding: IntrinsicCuriosityModule,
+        rnd: RandomNetworkDistillation,
+        actor_memory: ActorMemory,
+    ):
+        super().__init__()
+        self.q = q
+        self.embedding = embedding
+        self.rnd = rnd
+        self.rnd_error = ObservationNormalizer((), clip=math.inf)  # running mean / var of RND's error
+        self.actor_memory = actor_memory
+
+    @torch.no_grad()
+    def lifelong_factor(self, observation: torch.Tensor, max_scale: float) -> torch.Tensor:
+        """min(max(1 + (err - mean) / std, 1), L) of observations [B, ...] -> [B]."""
+        prediction, target = self.rnd(observation)
+        error = (prediction - target).square().mean(-1)
+        std = float(torch.sqrt(self.rnd_error.var + 1e-8))
+        return exploration.lifelong_novelty_factor(error, float(self.rnd_error.mean), std, max_scale)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Actor
+
+
+class EpisodicNoveltyConfig(NamedTuple):
+    """The episodic and life-long novelty constants (the paper's by default)."""
+
+    memory_capacity: int = 30_000  # embeddings kept per episode (the oldest are overwritten)
+    num_neighbours: int = 10
+    kernel_epsilon: float = 1e-4
+    cluster_distance: float = 0.008
+    pseudo_count_constant: float = 1e-3
+    max_similarity: float = 8.0
+    max_lifelong_scale: float = 5.0
+
+
+class EpisodicMemory:
+    """One actor's episodic memory of embeddings and its running mean of squared k-NN distances.
+
+    `reward(e)` is the episodic kernel reward of e against the memory as it is (0 when it is empty),
+    then stores e; the running mean d_m^2 takes in e's k squared distances before they are normalised.
+    """
+
+    def __init__(
+        self, config: EpisodicNoveltyConfig, distance_mean: float = 0.0, distance_count: float = 0.0
+    ):
+        self._config = config
+        self._memory: torch.Tensor | None = None
+        self._size = 0
+        self._added = 0
+        self.distance_mean = distance_mean
+        self.distance_count = distance_count
+
+    def reset(self) -> None:
+        self._size = 0
+        self._added = 0
+
+    @torch.no_grad()
+    def reward(self, embedding: torch.Tensor) -> float:
+        """embedding: [F]."""
+        config = self._config
+        if self._memory is None:
+            self._memory = torch.zeros(config.memory_capacity, embedding.shape[0], device=embedding.device)
+        value = 0.0
+        if self._size > 0:
+            distances = (self._memory[: self._size] - embedding).square().sum(-1)  # [M]
+            k = min(config.num_neighbours, self._size)
+            nearest = torch.topk(distances, k, largest=False).values  # [k]
+            count = self.distance_count + k
+            self.distance_mean += (float(nearest.sum()) - k * self.distance_mean) / count
+            self.distance_count = count
+            value = float(
+                exploration.episodic_intrinsic_reward(
+                    nearest[None],
+                    self.distance_mean,
+                    config.kernel_epsilon,
+                    config.cluster_distance,
+                    config.pseudo_count_constant,
+                    config.max_similarity,
+                )[0]
+            )
+        self._memory[self._added % config.memory_capacity] = embedding
+        self._added += 1
+        self._size = min(self._added, config.memory_capacity)
+        return value
+
+
+class FixedPolicy:
+    """NGU's choice of policy: the same j every episode (actor i plays j = i mod N)."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def choose(self) -> int:
+        return self.index
+
+    def record(self, arm: int, episode_return: float) -> None:
+        pass
+
+    def state(self) -> dict:
+        return {"bandit_arms": [], "bandit_returns": []}
+
+
+class NguActor:
+    """Acts epsilon-greedily in h(Q) of its policy j with the actor's copy of the networks, computing
+    each step's intrinsic reward on the way, and sends blocks of `period` steps as R2D2's actor does,
+    with the policy index, previous action and intrinsic reward of each step as extras.
+
+    Without a link it is the evaluation actor (it sends nothing and keeps its memory row itself).
+    `policy` chooses j at every episode start (NGU: `FixedPolicy`; Agent57: its bandit).
+    """
+
+    def __init__(
+        self,
+        *,
+        networks: NguNetworks,
+        link,
+        policy,
+        betas: list[float],
+        num_actions: int,
+        epsilon: float,
+        period: int,
+        image_observations: bool,
+        novelty: EpisodicNoveltyConfig,
+        memory_row: int,
+        rng: np.random.Generator,
+        device: torch.device,
+        agent_name: str,
+    ):
+        self.agent_name = agent_name
+        self._networks = networks
+        self._link = link
+        self._policy = policy
+        self._betas = betas
+        self._num_actions = num_actions
+        self._epsilon = epsilon
+        self._period = period
+        self._image = image_observations
+        self._novelty = novelty
+        self._memory_row = memory_row
+        self._rng = rng
+        self._device = device
+        self._memory: EpisodicMemory | None = None  # built at the first step, from the published row
+        self._state = networks.q.initial_state(1, device)
+        self._block_state: tuple | None = None
+        self._records: list[tuple] = []
+        self._policy_index = 0
+        self._previous_action = 0
+        self._episode_return = 0.0
+        self._intrinsic_sum = 0.0
+        self._intrinsic_count = 0
+
+    def _begin(self) -> None:
+        """Reads this actor's row of the published memory (once: afterwards the actor's own is newer)."""
+        row = self._networks.actor_memory.read(self._memory_row)
+        self._memory = EpisodicMemory(self._novelty, row["distance_mean"], row["distance_count"])
+        if hasattr(self._policy, "load"):
+            self._policy.load(row["bandit_arms"], row["bandit_returns"])
+
+    def _own_state(self) -> dict:
+        return {
+            "distance_mean": self._memory.distance_mean,
+            "distance_count": self._memory.distance_count,
+            **self._policy.state(),
+        }
+
+    @torch.inference_mode()
+    def step(self, timestep: TimeStep) -> int:
+        if self._memory is None:
+            self._begin()
+        if timestep.first:
+            self._state = self._networks.q.initial_state(1, self._device)
+            self._memory.reset()
+            self._policy_index = self._policy.choose()
+            self._previous_action = 0
+            self._episode_return = 0.0
+        else:
+            self._episode_return += float(timestep.reward)
+        if not self._records:
+            self._block_state = tuple(x[0, 0].cpu().numpy().copy() for x in self._state)
+
+        observation = torch.as_tensor(timestep.observation, device=self._device)[None]  # [B=1, ...]
+        episodic = self._memory.reward(self._networks.embedding.embed(observation)[0])  # 0 at a first step
+        intrinsic = 0.0
+        if not timestep.first:  # the first observation's reward is never learned from (masked)
+            factor = self._networks.lifelong_factor(observation, self._novelty.max_lifelong_scale)
+            intrinsic = episodic * float(factor[0])
+            self._intrinsic_sum += intrinsic
+            self._intrinsic_count += 1
+
+        action = 0  # the action after an episode's last step is never taken nor learned from
+        if not timestep.last:
+            x = NguInput(
+                observation[None],
+                torch.tensor([[self._policy_index]], device=self._device),
+                torch.tensor([[self._previous_action]], device=self._device),
+                torch.tensor([[float(timestep.reward)]], device=self._device),
+                torch.tensor([[intrinsic]], device=self._device),
+            )
+            output = self._networks.q(x, self._state)
+            self._state = output.hidden_state
+            if self._rng.random() < self._epsilon:
+                action = int(self._rng.integers(self._num_actions))
+            else:
+                q = self._networks.q.acting_q_values(output.q_values, self._betas[self._policy_index])
+                action = int(q[0, 0].argmax().item())
+        else:
+            self._policy.record(self._policy_index, self._episode_return)
+            if self._link is None:
+                self._networks.actor_memory.write(self._memory_row, self._own_state())
+
+        if self._link is not None:
+            stored = np.asarray(timestep.observation)
+            self._records.append(
+                (
+                    stored[-1] if self._image else stored,
+                    action,
+                    timestep.reward,
+                    timestep.terminated,
+                    timestep.truncated,
+                    timestep.first,
+                    self._policy_index,
+                    self._previous_action,
+                    intrinsic,
+                )
+            )
+            if len(self._records) == self._period:
+                self._send()
+        self._previous_action = action
+        return action
+
+    def _send(self) -> None:
+        fields = list(zip(*self._records, strict=True))
+        observation, action, reward, terminated, truncated, first, policy, previous, intrinsic = fields
+        block = SequenceBlock(
+            actor_index=self._link.actor_index,
+            observation=np.stack(observation),
+            action=np.asarray(action, np.int64),
+            reward=np.asarray(reward, np.float32),
+            terminated=np.asarray(terminated, bool),
+            truncated=np.asarray(truncated, bool),
+            first=np.asarray(first, bool),
+            core_state=self._block_state,
+            extras={
+                "policy_index": np.asarray(policy, np.int64),
+                "previous_action": np.asarray(previous, np.int64),
+                "intrinsic_reward": np.asarray(intrinsic, np.float32),
+            },
+        )
+        self._records = []
+        statistics = {"epsilon": self._epsilon, "policy_index": float(self._policy_index)}
+        if self._intrinsic_count:
+            statistics["mean_intrinsic_reward"] = self._intrinsic_sum / self._intrinsic_count
+        self._intrinsic_sum, self._intrinsic_count = 0.0, 0
+        self._link.send(NguMessage(block, self._own_state()), statistics)
+        self._link.pull_parameters()  # off-policy: take newer parameters if any, never wait
+
+    def reset(self) -> None:
+        pass  # `first` resets the LSTM state and the episodic memory
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {"epsilon": self._epsilon, "policy_index": float(self._policy_index)}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class NguMessage(NamedTuple):
+    """An NGU actor's payload: a block of steps and the actor's own memory (for the learner to keep)."""
+
+    block: SequenceBlock
+    actor_state: dict
+
+
+# ----------------------------------------------------------------------------------------------------
+# Learner
+
+
+class SequenceTensors(NamedTuple):
+    """A replayed batch as tensors on the learner's device."""
+
+    inputs: NguInput  # [T, B, ...]
+    action: torch.Tensor  # [T, B] int64
+    extrinsic_reward: torch.Tensor  # [T, B]
+    intrinsic_reward: torch.Tensor  # [T, B]
+    terminated: torch.Tensor  # [T, B] bool
+    first: torch.Tensor  # [T, B] bool
+    policy_index: torch.Tensor  # [T, B] int64
+    stored_state: tuple  # (h, c), each [1, B, H]
+    weights: torch.Tensor  # [B]
+
+
+def sequence_tensors(batch: ReplayedSequences, device: torch.device) -> SequenceTensors:
+    def to(x, dtype=None):
+        return torch.as_tensor(x, device=device, dtype=dtype)
+
+    extras = batch.extras
+    reward = to(batch.reward, torch.float32)
+    intrinsic = to(extras["intrinsic_reward"], torch.float32)
+    policy_index = to(extras["policy_index"], torch.int64)
+    return SequenceTensors(
+        inputs=NguInput(
+            to(batch.observation), policy_index, to(extras["previous_action"], torch.int64), reward, intrinsic
+        ),
+        action=to(batch.action, torch.int64),
+        extrinsic_reward=reward,
+        intrinsic_reward=intrinsic,
+        terminated=to(batch.terminated, torch.bool),
+        first=to(batch.first, torch.bool),
+        policy_index=policy_index,
+        stored_state=tuple(to(x, torch.float32)[None] for x in batch.core_state),
+        weights=to(batch.weights, torch.float32),
+    )
+
+
+def policy_reward_and_discount(
+    r_e: torch.Tensor,
+    r_i: torch.Tensor,
+    terminated: torch.Tensor,
+    policy_index: torch.Tensor,
+    betas: torch.Tensor,
+    gammas: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """NGU's reward and discount of each transition under the policy j that collected it:
+
+        r_t = r^e_t + beta_j r^i_t,   discount_t = gamma_j (1 - terminated_t)
+
+    Args: r_e, r_i, terminated, policy_index [L, B] (j of the step arrived in); betas, gammas [N].
+    """
+    if not r_e.shape == r_i.shape == terminated.shape == policy_index.shape:
+        raise ValueError("r_e, r_i, terminated and policy_index must have one shape [L, B]")
+    return r_e + betas[policy_index] * r_i, gammas[policy_index] * (~terminated).to(r_e.dtype)
+
+
+def auxiliary_losses(
+    networks: NguNetworks, observation: torch.Tensor, action: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The embedding's inverse-dynamics loss and RND's predictor loss on a stretch of replayed steps.
+
+    Args:
+      observation: o_0 .. o_L, [L + 1, B, ...]; action: a_0 .. a_{L-1}, [L, B]; valid: o_{k+1} does
+        not start a new episode, [L, B] bool.
+
+    Returns:
+      (mean over valid transitions of -log p(a_k | f(o_k), f(o_{k+1})), mean over o_1 .. o_L of RND's
+      squared error).
+    """
+    steps = observation.shape[0]
+    flat = observation.flatten(0, 1)
+    phi = networks.embedding.embed(flat).view(steps, observation.shape[1], -1)
+    logits = networks.embedding.inverse_model(torch.cat([phi[:-1], phi[1:]], dim=-1))  # [L, B, A]
+    cross_entropy = F.cross_entropy(logits.flatten(0, 1), action.flatten(), reduction="none")
+    mask = valid.flatten().to(cross_entropy.dtype)
+    inverse_loss = (cross_entropy * mask).sum() / mask.sum().clamp(min=1.0)
+    prediction, target = networks.rnd(observation[1:].flatten(0, 1))
+    rnd_loss = (prediction - target).square().mean(-1).mean()
+    return inverse_loss, rnd_loss
+
+
+class Ngu:
+    """The NGU learner: keeps the actors' memory rows and RND's statistics from every message, stores
+    the blocks, and takes its share of gradient steps (Q-network, embedding and RND on the same batch)."""
+
+    agent_name = "NGU"
+    on_policy = False
+    messages_per_step = 1
+
+    def __init__(
+        self,
+        *,
+        networks: NguNetworks,
+        optimizer: torch.optim.Optimizer,
+        replay: PrioritizedSequenceReplay,
+        betas: list[float],
+        gammas: list[float],
+        burn_in: int,
+        batch_size: int,
+        min_replay_size: int,
+        updates_per_env_step: float,
+        n_step: int,
+        target_network_update_period: int,
+        importance_sampling_exponent: float,
+        priority_eta: float,
+        rescaling_eps: float,
+        max_grad_norm: float,
+        device: torch.device,
+    ):
+        """
+        Args:
+          networks: everything published; `networks.q` is the online Q-network (outputs h(Q)).
+          optimizer: over the Q-network's, the embedding's and RND predictor's parameters.
+          betas, gammas: the policy family's (beta_j, gamma_j), j < N.
+          Others: as `r2d2.agent.R2d2`'s.
+        """
+        if not 0 <= burn_in <= replay.sequence_length - 2:
+            raise ValueError(
+                f"burn_in {burn_in} leaves no transition in sequences of {replay.sequence_length}"
+            )
+        if len(betas) != len(gammas):
+            raise ValueError(f"{len(betas)} betas but {len(gammas)} gammas")
+        self._networks = networks
+        self._target_q = copy.deepcopy(networks.q).requires_grad_(False)
+        self._optimizer = optimizer
+        self._replay = replay
+        self._betas = torch.tensor(betas, dtype=torch.float32, device=device)
+        self._gammas = torch.tensor(gammas, dtype=torch.float32, device=device)
+        self._burn_in = burn_in
+        self._batch_size = batch_size
+        self._min_replay_size = min_replay_size
+        self._updates_per_env_step = updates_per_env_step
+        self._n_step = n_step
+        self._target_network_update_period = target_network_update_period
+        self._importance_sampling_exponent = importance_sampling_exponent
+        self._priority_eta = priority_eta
+        self._rescaling_eps = rescaling_eps
+        self._max_grad_norm = max_grad_norm
+        self._device = device
+        self._env_steps = 0
+        self._learner_steps = 0
+        self._update_credit = 0.0
+        self._statistics: dict[str, float] = {}
+
+    @property
+    def shared_module(self) -> nn.Module:
+        return self._networks
+
+    @property
+    def networks(self) -> NguNetworks:
+        return self._networks
+
+    @property
+    def target_q(self) -> nn.Module:
+        return self._target_q
+
+    @property
+    def learner_steps(self) -> int:
+        return self._learner_steps
+
+    def learn(self, payloads: list[NguMessage]) -> None:
+        for message in payloads:
+            block = message.block
+            self._networks.actor_memory.write(block.actor_index, message.actor_state)
+            self._observe_novelty(block.observation)
+            self._replay.add_block(block)
+            self._env_steps += len(block.first)
+            if self._ready():
+                self._update_credit += len(block.first) * self._updates_per_env_step
+        while self._update_credit >= 1.0:
+            self._update_credit -= 1.0
+            self.gradient_step()
+
+    @torch.no_grad()
+    def _observe_novelty(self, observation: np.ndarray) -> None:
+        """RND's observation statistics, then its error statistics, from every step received once."""
+        x = torch.as_tensor(observation, device=self._device)
+        if self._networks.rnd.is_image:
+            x = x[:, None]  # [P, 1, H, W]: blocks carry the newest frame only
+        self._networks.rnd.update_statistics(x)
+        prediction, target = self._networks.rnd(x)
+        self._networks.rnd_error.update((prediction - target).square().mean(-1))
+
+    def _ready(self) -> bool:
+        return (
+            self._replay.num_steps >= self._min_replay_size and self._replay.num_sequences >= self._batch_size
+        )
+
+    def q_loss(self, data: SequenceTensors) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        """(per-sequence loss [B], |td| [L, B] for priorities, mask [L, B], statistics) of NGU's one
+        Q-network, learned with r^e + beta_j r^i and gamma_j of each sequence's policy."""
+        b = self._burn_in
+        q_online, q_target = sequence_q_values(
+            self._networks.q, self._target_q, data.inputs, data.first, data.stored_state, b
+        )
+        reward, discount = policy_reward_and_discount(
+            data.extrinsic_reward[b + 1 :],
+            data.intrinsic_reward[b + 1 :],
+            data.terminated[b + 1 :],
+            data.policy_index[b + 1 :],
+            self._betas,
+            self._gammas,
+        )
+        extra = r2d2_td_errors(
+            q_online,
+            q_target,
+            data.action[b:-1],
+            reward,
+            discount,
+            ~data.first[b + 1 :],
+            self._n_step,
+            self._rescaling_eps,
+        )
+        per_sequence = 0.5 * extra.td_error.square().sum(0) / extra.mask.sum(0).clamp(min=1.0)
+        mean_target = (extra.target * extra.mask).sum().item() / max(extra.mask.sum().item(), 1.0)
+        return per_sequence, extra.td_error.detach().abs(), extra.mask, {"mean_target": mean_target}
+
+    def gradient_step(self) -> None:
+        batch = self._replay.sample(self._batch_size, self._importance_sampling_exponent)
+        data = sequence_tensors(batch, self._device)
+        b = self._burn_in
+        per_sequence, abs_td, mask, q_statistics = self.q_loss(data)
+        q_loss = (data.weights * per_sequence).mean()
+        inverse_loss, rnd_loss = auxiliary_losses(
+            self._networks, data.inputs.observation[b:], data.action[b:-1], ~data.first[b + 1 :]
+        )
+        loss = q_loss + inverse_loss + rnd_loss
+        step = optimization.gradient_step(
+            loss,
+            self._optimizer,
+            [list(self._networks.q.parameters())],
+            self._max_grad_norm,
+            self._learner_steps + 1,
+        )
+        value = step.loss
+        self._learner_steps += 1
+        if self._learner_steps % self._target_network_update_period == 0:
+            self._target_q.load_state_dict(self._networks.q.state_dict())
+
+        has_loss = mask.sum(0) > 0
+        priority_mask = torch.where(has_loss[None, :], mask, torch.ones_like(mask))
+        priorities = value_learning.sequence_priorities(abs_td, priority_mask, self._priority_eta)
+        self._replay.update_priorities(batch.indices, priorities.cpu().numpy())
+        self._statistics = {
+            "loss": value,
+            "grad_norm": step.grad_norm,
+            "q_loss": q_loss.item(),
+            "inverse_dynamics_loss": inverse_loss.item(),
+            "rnd_loss": rnd_loss.item(),
+            "mean_priority": priorities.mean().item(),
+            "rnd_error_mean": float(self._networks.rnd_error.mean),
+            **q_statistics,
+        }
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {
+            "learner_steps": self._learner_steps,
+            "env_steps_received": self._env_steps,
+            "replay_steps": self._replay.num_steps,
+            "replay_sequences": self._replay.num_sequences,
+            **self._statistics,
+        }
+
+    def state_dict(self) -> dict:
+        """Networks with every normaliser and the actors' memory (bandit included), target, optimizer,
+        counters; not the replay's contents (a resumed run refills it, as the other replay agents)."""
+        return {
+            "networks": self._networks.state_dict(),
+            "target_q": self._target_q.state_dict(),
+            "optimizer": self._optimizer.state_dict(),
+            "env_steps": self._env_steps,
+            "learner_steps": self._learner_steps,
+            "update_credit": self._update_credit,
+            "replay_rng": self._replay.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._networks.load_state_dict(state["networks"])
+        self._target_q.load_state_dict(state["target_q"])
+        self._optimizer.load_state_dict(state["optimizer"])
+        self._env_steps = state["env_steps"]
+        self._learner_steps = state["learner_steps"]
+        self._update_credit = state["update_credit"]
+        self._replay.rng.bit_generator.state = state["replay_rng"]

@@ -1,0 +1,11 @@
+"""Trains NGU on a classic-control task, by default MountainCar-v0 (sparse reward):
+`python -m deep_rl_zoo.ngu.run_classic --num_actors=4`."""
+
+from deep_rl_zoo.config import ATARI_FIELDS, run_script
+from deep_rl_zoo.ngu.train import NguConfig, main
+
+DEFAULTS = {}  # NguConfig's own defaults are the classic-control ones (MountainCar-v0)
+
+if __name__ == "__main__":
+    # Blocks are --sequence_length / 2 steps (no --unroll_length); each policy has its gamma_j (no --discount).
+    run_script(NguConfig, DEFAULTS, main, exclude=ATARI_FIELDS | {"unroll_length", "discount"})

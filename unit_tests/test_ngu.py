@@ -1,0 +1,510 @@
+"""NGU: the episodic memory (running mean of k-NN distances, reset per episode), the actor's blocks
+(policy index, previous action, intrinsic reward = episodic x life-long factor), the learner's wiring
+(r^e + beta_j r^i and gamma_j per sequence reach the target, memory rows kept from the actors'
+messages), smoke runs of every script, resume, bad input, and a learning milestone on MountainCar."""
+
+import csv
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from deep_rl_zoo import checkpoint, exploration, value_learning
+from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
+from deep_rl_zoo.ngu import agent, eval_agent, run_atari, train
+from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
+from deep_rl_zoo.types_ import TimeStep
+
+h = value_learning.signed_hyperbolic
+
+# ----------------------------------------------------------------------------------------------------
+# Episodic memory
+
+
+def test_episodic_memory_rewards_novelty_against_this_episode_only_with_a_running_mean_of_distances():
+    config = agent.EpisodicNoveltyConfig(memory_capacity=10, num_neighbours=2)
+    memory = agent.EpisodicMemory(config)
+    assert memory.reward(torch.tensor([0.0, 0.0])) == 0.0  # nothing to compare with yet
+    # One neighbour at squared distance 3^2 + 4^2 = 25; running mean of squared distances = 25.
+    r = memory.reward(torch.tensor([3.0, 4.0]))
+    assert memory.distance_mean == pytest.approx(25.0)
+    assert r == pytest.approx(float(exploration.episodic_intrinsic_reward(torch.tensor([[25.0]]), 25.0)[0]))
+    # Two neighbours now: (0,1) is at 1 from (0,0) and 3^2 + 3^2 = 18 from (3,4); mean (25 + 1 + 18) / 3.
+    r = memory.reward(torch.tensor([0.0, 1.0]))
+    assert memory.distance_mean == pytest.approx(44.0 / 3.0)
+    expected = exploration.episodic_intrinsic_reward(torch.tensor([[1.0, 18.0]]), 44.0 / 3.0)
+    assert r == pytest.approx(float(expected[0]))
+    memory.reset()  # a new episode: the memory is empty again, the running mean stays
+    assert memory.reward(torch.tensor([0.0, 1.0])) == 0.0
+    assert memory.distance_mean == pytest.approx(44.0 / 3.0)
+
+
+def test_episodic_memory_overwrites_its_oldest_embedding_when_full():
+    memory = agent.EpisodicMemory(agent.EpisodicNoveltyConfig(memory_capacity=2, num_neighbours=1))
+    for x in (0.0, 10.0, 20.0):  # (0) is overwritten by (20)
+        memory.reward(torch.tensor([x]))
+    memory.reward(torch.tensor([1.0]))  # nearest is 10 (at 81), not the forgotten 0 (at 1)
+    # running mean of squared distances: 100 (10 vs 0), then 100 (20 vs 10), then 81 -> 281 / 3
+    assert memory.distance_mean == pytest.approx(281.0 / 3.0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The policy family's reward and discount
+
+
+def test_each_transition_gets_the_reward_and_discount_of_its_policy():
+    betas, gammas = torch.tensor([0.0, 0.5]), torch.tensor([0.9, 0.5])
+    reward, discount = agent.policy_reward_and_discount(
+        r_e=torch.tensor([[-1.0, -1.0], [1.0, 1.0]]),
+        r_i=torch.tensor([[2.0, 2.0], [4.0, 4.0]]),
+        terminated=torch.tensor([[False, False], [True, False]]),
+        policy_index=torch.tensor([[0, 1], [0, 1]]),
+        betas=betas,
+        gammas=gammas,
+    )
+    # column 0 plays j = 0 (beta 0, gamma 0.9): -1 + 0 * 2 = -1, 1 + 0 * 4 = 1, terminated -> discount 0
+    # column 1 plays j = 1 (beta 0.5, gamma 0.5): -1 + 0.5 * 2 = 0, 1 + 0.5 * 4 = 3
+    torch.testing.assert_close(reward, torch.tensor([[-1.0, 0.0], [1.0, 3.0]]))
+    torch.testing.assert_close(discount, torch.tensor([[0.9, 0.5], [0.0, 0.5]]))
+
+
+class _ZeroQ(nn.Module):
+    """h(Q) = 0 everywhere: a target is then h(discounted rewards) alone, and |td| is |target|."""
+
+    def __init__(self, num_actions=2):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(()))
+        self.num_actions = num_actions
+
+    def initial_state(self, batch_size, device=None):
+        zeros = torch.zeros(1, batch_size, 1)
+        return zeros, zeros.clone()
+
+    def forward(self, x, hidden_state):
+        steps, batch = x.observation.shape[:2]
+        return RecurrentQNetworkOutput(
+            torch.zeros(steps, batch, self.num_actions) + 0 * self.bias, hidden_state
+        )
+
+    def acting_q_values(self, q_values, beta):
+        return q_values
+
+
+def _learner(q: nn.Module, betas, gammas, n_step=2, burn_in=0, **overrides):
+    networks = train.build_novelty_modules({"num_actors": 2}, q, (2,), 2)
+    values = dict(
+        networks=networks,
+        optimizer=torch.optim.Adam(networks.parameters(), lr=1e-3),
+        replay=PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0)),
+        betas=betas,
+        gammas=gammas,
+        burn_in=burn_in,
+        batch_size=2,
+        min_replay_size=4,
+        updates_per_env_step=0.5,
+        n_step=n_step,
+        target_network_update_period=100,
+        importance_sampling_exponent=0.6,
+        priority_eta=0.9,
+        rescaling_eps=1e-3,
+        max_grad_norm=10.0,
+        device=torch.device("cpu"),
+    )
+    values.update(overrides)
+    return agent.Ngu(**values)
+
+
+def _sequences(policy_index, r_e=1.0, r_i=2.0, steps=4):
+    """Two sequences of `steps` steps within one episode each, sequence b played by policy_index[b]."""
+    batch = len(policy_index)
+    j = torch.tensor(policy_index)[None].expand(steps, batch)
+    reward = torch.full((steps, batch), r_e)
+    intrinsic = torch.full((steps, batch), r_i)
+    zeros = torch.zeros(steps, batch, dtype=torch.int64)
+    inputs = agent.NguInput(torch.zeros(steps, batch, 2), j, zeros, reward, intrinsic)
+    return agent.SequenceTensors(
+        inputs=inputs,
+        action=zeros,
+        extrinsic_reward=reward,
+        intrinsic_reward=intrinsic,
+        terminated=torch.zeros(steps, batch, dtype=torch.bool),
+        first=torch.zeros(steps, batch, dtype=torch.bool),
+        policy_index=j,
+        stored_state=(torch.zeros(1, batch, 1), torch.zeros(1, batch, 1)),
+        weights=torch.ones(batch),
+    )
+
+
+def test_intrinsic_reward_reaches_the_target_with_beta_and_gamma_of_each_sequences_policy():
+    learner = _learner(_ZeroQ(), betas=[0.0, 0.5], gammas=[0.9, 0.5], n_step=2)
+    per_sequence, abs_td, mask, _ = learner.q_loss(_sequences([0, 1]))
+    # Transition 0, two steps then a bootstrap of h^-1(0) = 0:
+    # sequence 0 (j = 0): r = 1 + 0 * 2 = 1, y = h(1 + 0.9 * 1) = h(1.9)
+    # sequence 1 (j = 1): r = 1 + 0.5 * 2 = 2, y = h(2 + 0.5 * 2) = h(3)
+    torch.testing.assert_close(abs_td[0], h(torch.tensor([1.9, 3.0])))
+    # The last transition has one reward before the sequence ends: y = h(1), h(2).
+    torch.testing.assert_close(abs_td[-1], h(torch.tensor([1.0, 2.0])))
+    assert mask.shape == (3, 2) and bool(mask.all())
+    torch.testing.assert_close(per_sequence, 0.5 * abs_td.square().mean(0))
+
+
+def test_inverse_model_learns_only_transitions_within_an_episode():
+    torch.manual_seed(0)
+    networks = train.build_networks({"num_actors": 1}, (2,), 3)
+    observation = torch.randn(3, 1, 2)  # o_0, o_1, o_2; o_2 starts a new episode
+    action = torch.tensor([[1], [2]])
+    valid = torch.tensor([[True], [False]])
+    inverse_loss, rnd_loss = agent.auxiliary_losses(networks, observation, action, valid)
+    phi = networks.embedding.embed(observation[:, 0])
+    logits = networks.embedding.inverse_model(torch.cat([phi[0], phi[1]])[None])
+    # only o_0 -> o_1 counts: -log p(a_0 = 1 | f(o_0), f(o_1))
+    torch.testing.assert_close(inverse_loss, -torch.log_softmax(logits, -1)[0, 1])
+    prediction, target = networks.rnd(observation[1:, 0])  # RND learns o_1, o_2 (every observation)
+    torch.testing.assert_close(rnd_loss, (prediction - target).square().mean())
+
+
+def test_learner_keeps_each_actors_memory_row_and_rnd_statistics_from_its_messages():
+    learner = _learner(_ZeroQ(), betas=[0.0, 0.5], gammas=[0.9, 0.5], min_replay_size=1000)
+    block = agent.SequenceBlock(
+        actor_index=1,
+        observation=np.array([[1.0, 2.0], [3.0, 4.0]], np.float32),
+        action=np.zeros(2, np.int64),
+        reward=np.zeros(2, np.float32),
+        terminated=np.zeros(2, bool),
+        truncated=np.zeros(2, bool),
+        first=np.array([True, False]),
+        core_state=(np.zeros(1, np.float32), np.zeros(1, np.float32)),
+        extras={
+            "policy_index": np.array([1, 1]),
+            "previous_action": np.array([0, 0]),
+            "intrinsic_reward": np.array([0.0, 0.5], np.float32),
+        },
+    )
+    state = {"distance_mean": 2.5, "distance_count": 8.0, "bandit_arms": [], "bandit_returns": []}
+    learner.learn([agent.NguMessage(block, state)])
+    row = learner.networks.actor_memory.read(1)
+    assert row["distance_mean"] == 2.5 and row["distance_count"] == 8.0
+    assert learner.networks.actor_memory.read(0)["distance_count"] == 0.0  # other rows untouched
+    # RND's observation statistics saw the two observations: mean (1 + 3) / 2, (2 + 4) / 2
+    torch.testing.assert_close(
+        learner.networks.rnd.normalizer.mean, torch.tensor([2.0, 3.0], dtype=torch.float64), atol=1e-3, rtol=0
+    )
+    assert learner.statistics["env_steps_received"] == 2
+
+
+# ----------------------------------------------------------------------------------------------------
+# The actor
+
+
+class _Link:
+    def __init__(self, actor_index):
+        self.actor_index = actor_index
+        self.messages = []
+        self.statistics = []
+
+    def send(self, payload, statistics=None):
+        self.messages.append(payload)
+        self.statistics.append(statistics)
+
+    def pull_parameters(self):
+        return False
+
+
+def _timestep(observation, first=False, reward=0.0, terminated=False, truncated=False):
+    return TimeStep(np.asarray(observation, np.float32), reward, terminated, truncated, first, {})
+
+
+def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_lifelong_reward():
+    config = train.NguConfig(
+        environment_name="MountainCar-v0", num_actors=3, num_policies=2, sequence_length=4, burn_in=1
+    )
+    networks = train.build_networks(dataclasses.asdict(config), (2,), 3).requires_grad_(False)
+    observations = [[0.1, 0.0], [0.2, 0.01], [0.3, 0.02], [0.35, 0.03]]
+    prediction, target = networks.rnd(torch.tensor([observations[1]]))
+    error = float((prediction - target).square().mean())  # RND's error at o_1
+    with torch.no_grad():  # pretend a learner has set RND's error statistics: mean 0, std error / 2
+        networks.rnd_error.mean.fill_(0.0)
+        networks.rnd_error.var.fill_((error / 2) ** 2 - 1e-8)
+        networks.actor_memory.distance_mean[2] = 4.0  # actor 2's running mean from an earlier life
+        networks.actor_memory.distance_count[2] = 1.0
+    link = _Link(actor_index=2)
+    actor = train.actor_for(
+        config, _Env(), torch.device("cpu"), link, 0, networks, agent.FixedPolicy(2 % 2), "NGU"
+    )
+    actions = [actor.step(_timestep(observations[0], first=True))]
+    for o in observations[1:]:
+        actions.append(actor.step(_timestep(o, reward=-1.0)))
+    (message,) = link.messages[:1]
+    block = message.block
+    assert block.extras["policy_index"].tolist() == [0, 0]  # actor 2 of 2 policies plays j = 0
+    assert block.extras["previous_action"].tolist() == [0, actions[0]]
+    assert block.extras["intrinsic_reward"][0] == 0.0  # first step: masked, 0
+    # Step 1 by hand: episodic reward of f(o_1) against {f(o_0)} with the running mean carried on
+    # from actor 2's row (4.0 over 1 distance), times the life-long factor.
+    e0, e1 = (networks.embedding.embed(torch.tensor([o]))[0] for o in observations[:2])
+    d2 = float((e1 - e0).square().sum())
+    mean = (4.0 + d2) / 2.0
+    episodic = float(exploration.episodic_intrinsic_reward(torch.tensor([[d2]]), mean)[0])
+    # life-long factor: 1 + (error - 0) / (error / 2) = 3, within [1, 5]
+    assert block.extras["intrinsic_reward"][1] == pytest.approx(episodic * 3.0, rel=1e-4)
+    assert message.actor_state["distance_count"] == 1.0 + 1.0  # sent after 2 steps: 1 carried, then k = 1
+    assert link.statistics[0]["epsilon"] == pytest.approx(exploration.apex_actor_epsilon(2, 3))
+
+
+def test_actor_i_plays_policy_i_mod_n_and_empties_its_memory_at_each_episode_start():
+    config = train.NguConfig(num_actors=4, num_policies=3, sequence_length=4, burn_in=1)
+    actor, _ = train.build_actor(config, _Env(), torch.device("cpu"), _Link(actor_index=3), 0)
+    actor.step(_timestep([0.0, 0.0], first=True))
+    assert actor.statistics["policy_index"] == 0.0  # 3 mod 3
+    actor.step(_timestep([0.5, 0.0], reward=-1.0))
+    actor.step(_timestep([1.0, 0.0], reward=-1.0, terminated=True))
+    assert actor._memory._size == 3
+    actor.step(_timestep([0.0, 0.0], first=True))
+    assert actor._memory._size == 1  # only the new episode's first embedding
+    actor, _ = train.build_actor(config, _Env(), torch.device("cpu"), _Link(actor_index=2), 0)
+    actor.step(_timestep([0.0, 0.0], first=True))
+    assert actor.statistics["policy_index"] == 2.0
+
+
+class _Env:
+    class _Space:
+        shape = (2,)
+        n = 3
+
+    observation_space = _Space()
+    action_space = _Space()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Configuration and bad input
+
+
+def _config(tmp_path, **overrides) -> train.NguConfig:
+    values = dict(
+        environment_name="MountainCar-v0",
+        num_iterations=2,
+        num_train_steps=60,
+        num_eval_steps=50,
+        max_episode_steps=40,
+        num_actors=2,
+        num_policies=2,
+        sequence_length=8,
+        burn_in=2,
+        min_replay_size=16,
+        batch_size=2,
+        replay_capacity=1000,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    values.update(overrides)
+    return train.NguConfig(**values)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(num_policies=0), "num_policies"),
+        (dict(gamma_min=0.999), "gamma_min"),
+        (dict(max_lifelong_scale=0.5), "max_lifelong_scale"),
+        (dict(num_neighbours=0), "num_neighbours"),
+        (dict(embedding_hidden_sizes=()), "embedding_hidden_sizes"),
+        (dict(sequence_length=7), "even"),
+    ],
+)
+def test_bad_flags_are_config_errors(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(tmp_path, **overrides)
+
+
+def test_continuous_env_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="discrete"):
+        train.main(_config(tmp_path, environment_name="Pendulum-v1"))
+    assert not os.path.exists(tmp_path / "runs")
+
+
+def test_several_envs_per_actor_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="num_envs"):
+        train.main(_config(tmp_path, num_envs=2))
+    assert not os.path.exists(tmp_path / "runs")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Smoke runs of every script
+
+
+@pytest.mark.smoke
+def test_run_classic_resume_restores_everything_then_eval_agent(tmp_path):
+    train.main(_config(tmp_path, num_iterations=1))
+    path = tmp_path / "checkpoints" / "NGU_MountainCar-v0"
+    first = checkpoint.load_checkpoint(str(path / "NGU_MountainCar-v0_0.ckpt"), "NGU", "MountainCar-v0")
+    assert first["agent"]["learner_steps"] > 0
+    saved = first["agent"]["networks"]
+    assert float(saved["rnd.normalizer.count"]) > 1 and float(saved["rnd_error.count"]) > 1
+    assert float(saved["actor_memory.distance_count"].sum()) > 0  # the actors' rows reached the learner
+
+    # Resuming loads every buffer and parameter exactly (the learner before its first new step).
+    learner = train.build_learner(_config(tmp_path), _MountainCarSpaces(), torch.device("cpu")).learner
+    learner.load_state_dict(first["agent"])
+    for name, value in learner.state_dict()["networks"].items():
+        torch.testing.assert_close(value, saved[name], rtol=0, atol=0)
+
+    resumed = train.main(_config(tmp_path, num_iterations=2, resume=True))
+    assert resumed.next_iteration == 2
+    later = checkpoint.load_checkpoint(str(path / "NGU_MountainCar-v0_1.ckpt"), "NGU", "MountainCar-v0")
+    assert later["agent"]["env_steps"] > first["agent"]["env_steps"]  # counted on, not restarted
+    returns = eval_agent.main(
+        EvalConfig(
+            environment_name="MountainCar-v0",
+            num_episodes=1,
+            max_episode_steps=40,
+            load_checkpoint_file="latest",
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+            recording_video_dir=str(tmp_path / "video"),
+        )
+    )
+    assert returns == [-40.0]
+    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
+
+
+class _MountainCarSpaces:
+    import gymnasium as _gym
+
+    observation_space = _gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+    action_space = _gym.spaces.Discrete(3)
+
+
+@pytest.mark.smoke
+def test_run_atari_smoke_with_one_actor(tmp_path):
+    config = train.NguConfig(
+        **{
+            **run_atari.DEFAULTS,
+            "environment_name": "Pong",
+            "num_iterations": 1,
+            "num_train_steps": 48,
+            "num_eval_steps": 20,
+            "max_episode_steps": 30,
+            "num_actors": 1,
+            "num_policies": 2,
+            "sequence_length": 8,
+            "burn_in": 2,
+            "lstm_size": 16,
+            "head_hidden_sizes": (),
+            "replay_capacity": 1000,
+            "min_replay_size": 16,
+            "batch_size": 2,
+            "updates_per_env_step": 0.25,
+            "episodic_memory_capacity": 100,
+            "checkpoint_dir": str(tmp_path / "checkpoints"),
+            "runs_dir": str(tmp_path / "runs"),
+            "use_tensorboard": False,
+            "show_progress": False,
+        }
+    )
+    state = train.main(config)
+    assert state.train_env_steps >= 48
+    payload = checkpoint.load_checkpoint(
+        str(tmp_path / "checkpoints" / "NGU_Pong" / "NGU_Pong_0.ckpt"), "NGU", "PongNoFrameskip-v4"
+    )
+    assert payload["agent"]["learner_steps"] > 0
+    returns = eval_agent.main(
+        EvalConfig(
+            environment_name="Pong",
+            num_episodes=1,
+            max_episode_steps=30,
+            load_checkpoint_file="latest",
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+            recording_video_dir=str(tmp_path / "video"),
+        )
+    )
+    assert len(returns) == 1
+
+
+# ----------------------------------------------------------------------------------------------------
+# Learning
+
+
+def test_an_actors_own_statistics_travel_with_its_message_beside_the_links():
+    from deep_rl_zoo.runtime.interface import ActorLinkBase
+
+    class Link(ActorLinkBase):
+        sent = []
+
+        def should_stop(self):
+            return False
+
+        def _transmit(self, message):
+            self.sent.append(message)
+
+        def _published_version(self):
+            return 0
+
+        def _copy_parameters(self, module):
+            return 0
+
+        def _wait_for_version_above(self, version):
+            pass
+
+    link = Link(actor_index=5)
+    link.send("payload", {"epsilon": 0.4, "policy_index": 3.0})
+    (message,) = Link.sent
+    assert message.statistics["epsilon"] == 0.4 and message.statistics["policy_index"] == 3.0
+    assert "steps_per_second" in message.statistics and message.actor_index == 5
+
+
+@pytest.mark.learning
+def test_ngu_actors_reach_the_mountaincar_flag_within_20k_steps(tmp_path):
+    """A milestone short of the issue's target (greedy -150 within 1M env steps, not reached in the
+    session that built NGU, see README): with the classic defaults, some training episode of the
+    actors reaches MountainCar's flag (an iteration's training mean above -200) within 20k env steps.
+    Guards that the whole path runs and learns from sparse reward (actors' novelty, blocks with extras,
+    learner); it does not isolate the novelty's advantage: R2D2's epsilon-greedy actors also reach the
+    flag at times (measured at load 40-60, flag-reaching training episodes up to ~40k env steps: NGU
+    seed 1 32 of 202 (first at 9.4k), seed 2 4 of 99 up to 20k (first at 9.7k); R2D2 seed 1 11 of 200
+    (first at 8.1k)). About 1-2 minutes on a quiet 2-core machine (20k env steps, 1,250 learner steps)."""
+    config = train.NguConfig(
+        num_iterations=2,
+        num_train_steps=10_000,
+        num_eval_steps=1_000,
+        stop_when_solved=False,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+    )
+    train.main(config)
+    best = max_train_mean_of(tmp_path / "runs" / "NGU_MountainCar-v0" / "results.csv")
+    assert best > -200, (
+        f"no NGU actor reached MountainCar's flag in 20k env steps (best training mean {best})"
+    )
+
+
+def max_train_mean_of(results_csv) -> float:
+    with open(results_csv) as f:
+        return max(float(row["train_mean_episode_return"]) for row in csv.DictReader(f))
+
+
+@pytest.mark.parametrize("package", ["ngu", "agent57"])
+def test_obscure_probability_reaches_the_actors_environments(tmp_path, monkeypatch, package):
+    """--obscure_probability (inherited from R2D2's config) must wrap the actors' envs, not be ignored."""
+    import importlib
+
+    from deep_rl_zoo import run_support
+    from deep_rl_zoo.drqn.obscured import ObscuredObservation
+
+    module = importlib.import_module(f"deep_rl_zoo.{package}.train")
+    seen = {}
+    monkeypatch.setattr(
+        run_support, "train_distributed", lambda *args, wrap_env=None, **kw: seen.update(w=wrap_env)
+    )
+    config_class = module.Agent57Config if package == "agent57" else module.NguConfig
+    base = dataclasses.asdict(_config(tmp_path, obscure_probability=0.5))
+    module.main(config_class(**base))
+    assert seen["w"].func is ObscuredObservation and seen["w"].keywords == {"probability": 0.5}
