@@ -49,8 +49,10 @@ demo: install
 test: install
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
+# The quick tier: unit tests in-process, about a minute on 2 cores. Tests that start processes, run a script
+# end to end or learn are in the slow tier (markers slow/smoke/learning; rule in unit_tests/conftest.py).
 test-quick: install
-	$(PY) -m pytest -q -m "not learning" -x
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not slow" -x
 
 lint: install
 	$(VENV)/bin/ruff check deep_rl_zoo unit_tests benchmarks

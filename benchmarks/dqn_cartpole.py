@@ -77,6 +77,16 @@ def parse_overrides(items: list[str], config_class: type = train.DqnConfig) -> d
     return overrides
 
 
+def evaluation_means(rows: list[dict]) -> list[float | None]:
+    """Each evaluation's greedy mean over whole episodes; None where not one episode finished (its mean
+    is NaN in results.csv: an unfinished episode's return is no mean, and `round` would fail on NaN)."""
+    means = []
+    for row in rows:
+        mean = float(row["eval_mean_episode_return"])
+        means.append(None if int(row["eval_num_episodes"]) == 0 or math.isnan(mean) else mean)
+    return means
+
+
 def run_seed(seed: int, overrides: dict, work_dir: str, train_module=train, threshold: float = 475.0) -> dict:
     """Trains one seed with the defaults (plus `overrides`); returns its steps-to-threshold and wall time."""
     csv_path = os.path.join(work_dir, f"seed{seed}.csv")
@@ -99,12 +109,10 @@ def run_seed(seed: int, overrides: dict, work_dir: str, train_module=train, thre
     load_after = os.getloadavg()[0]
     with open(csv_path) as f:
         rows = list(csv.DictReader(f))
+    means = evaluation_means(rows)
     steps_to_threshold = None
-    for row in rows:
-        if (
-            float(row["eval_mean_episode_return"]) >= threshold
-            and int(row["eval_num_episodes"]) >= MIN_EVAL_EPISODES
-        ):
+    for row, mean in zip(rows, means, strict=True):
+        if mean is not None and mean >= threshold and int(row["eval_num_episodes"]) >= MIN_EVAL_EPISODES:
             steps_to_threshold = int(row["train_env_steps"])
             break
     return {
@@ -113,8 +121,8 @@ def run_seed(seed: int, overrides: dict, work_dir: str, train_module=train, thre
         "env_steps": state.train_env_steps,
         "wall_s": wall_s,
         "load": (load_before, load_after),
-        "best_eval": max(float(r["eval_mean_episode_return"]) for r in rows),
-        "evals": [round(float(r["eval_mean_episode_return"])) for r in rows],
+        "best_eval": max((m for m in means if m is not None), default=None),  # None: no episode finished
+        "evals": ["unfinished" if m is None else round(m) for m in means],
     }
 
 
@@ -198,12 +206,13 @@ def main() -> int:
     print("|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.confirm_episodes else ""))
     for r in results:
         steps = r["steps_to_threshold"]
+        best = "no episode finished" if r["best_eval"] is None else f"{r['best_eval']:.1f}"
         confirm = ""
         if args.confirm_episodes:
             confirm = f" {r['confirm_mean']:.1f} |" if "confirm_mean" in r else " - |"
         print(
             f"| {r['seed']} | {steps if steps is not None else 'not reached'} | {r['env_steps']} "
-            f"| {r['wall_s']:.1f} | {r['load'][0]:.1f} / {r['load'][1]:.1f} | {r['best_eval']:.1f} |{confirm}"
+            f"| {r['wall_s']:.1f} | {r['load'][0]:.1f} / {r['load'][1]:.1f} | {best} |{confirm}"
         )
     solved = [
         r

@@ -6,8 +6,9 @@ termination mask, a flipped sign, a wrong axis, a skipped update. Mutants live i
 (`from mutation_check import Mutant`; this script's folder is on `sys.path`). For every mutant this script
 copies the repository once into a scratch folder, replaces `old` by `new` in `path` (the text must occur
 exactly once, so a mutant cannot silently stop applying when the code moves), runs the quick tier
-(`pytest -m "not learning" -x`) against the copy, and restores the file. A mutant is *caught* when
-pytest fails.
+(`pytest -m "not slow" -x`, what `make test-quick` runs) against the copy, and restores the file. A mutant
+is *caught* when pytest fails. The unmutated copy must pass first: otherwise every mutant would count as
+caught.
 
     python benchmarks/mutation_check.py                      # every mutant, whole quick suite
     python benchmarks/mutation_check.py --only=ppo,impala    # mutants whose name starts with these
@@ -30,6 +31,7 @@ import time
 from typing import NamedTuple
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+QUICK_TIER = "not slow"  # the marker expression of `make test-quick` (tiers: unit_tests/conftest.py)
 
 
 class Mutant(NamedTuple):
@@ -60,7 +62,7 @@ def copy_repository(destination: pathlib.Path) -> None:
 
 def run_quick_suite(root: pathlib.Path, workers: int, timeout_s: float, tests: list[str]) -> tuple[bool, str]:
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
-    command = [sys.executable, "-m", "pytest", "-q", "-x", "-m", "not learning", "-p", "no:cacheprovider"]
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-m", QUICK_TIER, "-p", "no:cacheprovider"]
     if workers > 1:
         command += ["-n", str(workers)]
     command += tests
@@ -101,6 +103,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
         root = pathlib.Path(scratch) / "repo"
         copy_repository(root)
+        start = time.monotonic()
+        failed, last_line = run_quick_suite(root, args.workers, args.timeout_s, args.tests)
+        print(
+            f"unmutated                                        {time.monotonic() - start:6.1f} s  {last_line}"
+        )
+        if failed:
+            print("error: the quick tier fails without any mutant; fix that first", file=sys.stderr)
+            return 2
         for m in mutants:
             target = root / m.path
             original = target.read_text()

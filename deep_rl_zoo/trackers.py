@@ -150,14 +150,3 @@ class RunLogger:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
-
-
-def new_run_dir(runs_root: str, name: str) -> str:
-    """`runs/<name>`, or `runs/<name>-2`, `-3`... if taken: an existing run folder is never reused."""
-    candidate = os.path.join(runs_root, name)
-    index = 2
-    while os.path.exists(candidate):
-        candidate = os.path.join(runs_root, f"{name}-{index}")
-        index += 1
-    os.makedirs(candidate)
-    return candidate

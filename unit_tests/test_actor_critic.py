@@ -245,6 +245,7 @@ def test_resume_continues_counters(tmp_path):
     assert final["agent"]["env_steps"] == 900
 
 
+@pytest.mark.smoke
 def test_same_seed_gives_identical_returns(tmp_path):
     a = train.main(tiny_classic_config(tmp_path / "a", seed=3))
     b = train.main(tiny_classic_config(tmp_path / "b", seed=3))

@@ -1,7 +1,6 @@
 """Configuration validation, the flag machinery, schedules and the run logger."""
 
 import csv
-import os
 import subprocess
 import sys
 
@@ -22,6 +21,7 @@ def test_impossible_flag_values_are_config_errors(overrides):
         RunConfig(**overrides)
 
 
+@pytest.mark.slow
 def test_every_flag_of_the_dqn_scripts_has_a_help_string():
     result = subprocess.run(
         [sys.executable, "-m", "deep_rl_zoo.dqn.run_classic", "--help"],
@@ -51,11 +51,3 @@ def test_csv_gets_one_header_and_one_row_per_call(tmp_path):
     with open(tmp_path / "results.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["eval_mean_episode_return"] for r in rows] == ["10.0", "20.0"]
-
-
-def test_new_run_dir_never_reuses_an_existing_folder(tmp_path):
-    first = trackers.new_run_dir(str(tmp_path), "DQN_CartPole-v1")
-    open(os.path.join(first, "keep.txt"), "w").close()
-    second = trackers.new_run_dir(str(tmp_path), "DQN_CartPole-v1")
-    assert second.endswith("DQN_CartPole-v1-2")
-    assert os.path.exists(os.path.join(first, "keep.txt"))

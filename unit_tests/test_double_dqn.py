@@ -1,17 +1,16 @@
-"""Double DQN: the double target, its own bad input, learning.
+"""Double DQN learns CartPole.
 
-Smoke runs of every script, resume and the common bad input: test_replay_q_agents_common.py."""
+Who selects and who evaluates the bootstrap action, with exact tables: test_q_agents_wiring.py
+(`test_double_dqn_lets_the_online_network_select_and_the_target_network_evaluate`). Smoke runs of every
+script, resume and bad input: test_replay_q_agents_common.py."""
 
 import csv
 import os
 
 import numpy as np
 import pytest
-import torch
 
-from deep_rl_zoo import run_support, value_learning
 from deep_rl_zoo.double_dqn import train
-from deep_rl_zoo.types_ import TimeStep
 
 NAME = "DoubleDQN"
 
@@ -38,38 +37,6 @@ def tiny_classic_config(tmp_path, **overrides) -> train.DoubleDqnConfig:
 def read_csv(path) -> list[dict]:
     with open(path) as f:
         return list(csv.DictReader(f))
-
-
-def test_the_online_network_selects_and_the_target_network_evaluates(tmp_path, monkeypatch):
-    config = tiny_classic_config(tmp_path, min_replay_size=16, batch_size=16)
-    env = run_support.make_environment(config, 0, train=True)
-    agent = train.build_agents(config, env, torch.device("cpu")).train_agent
-    # Make the two networks disagree, so that selecting with the wrong one would be visible.
-    with torch.no_grad():
-        for parameter in agent._target_network.parameters():
-            parameter.add_(torch.randn_like(parameter))
-    calls = []
-    real = value_learning.double_qlearning
-
-    def spy(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector, **kwargs):
-        calls.append((q_t_value.clone(), q_t_selector.clone()))
-        return real(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector, **kwargs)
-
-    monkeypatch.setattr(value_learning, "double_qlearning", spy)
-    observation, _ = env.reset(seed=0)
-    agent.reset()
-    timestep = TimeStep(observation, 0.0, False, False, True, {})
-    while not calls:
-        observation, reward, terminated, truncated, _ = env.step(agent.step(timestep))
-        timestep = TimeStep(observation, float(reward), terminated, truncated, False, {})
-        if timestep.last:
-            agent.step(timestep)
-            observation, _ = env.reset()
-            agent.reset()
-            timestep = TimeStep(observation, 0.0, False, False, True, {})
-    q_t_value, q_t_selector = calls[0]
-    assert not torch.allclose(q_t_value, q_t_selector)  # two different networks at s_t
-    assert not q_t_selector.requires_grad and not q_t_value.requires_grad
 
 
 @pytest.mark.learning

@@ -298,6 +298,7 @@ def test_episodic_life_reset_mid_life_restarts_the_game():
     assert info["lives"] == 5
 
 
+@pytest.mark.slow
 def test_video_of_first_game_is_written(tmp_path):
     video_dir = tmp_path / "videos"  # RecordVideo creates it (and warns if it already exists)
     env = gym_env.create_atari_environment("Pong", seed=0, max_episode_steps=10, video_dir=str(video_dir))

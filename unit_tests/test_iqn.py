@@ -130,8 +130,11 @@ def test_iqn_learns_cartpole(tmp_path):
     """IQN's default classic flags reach a greedy mean of 150 (random play: about 22) after 5,000 env steps.
 
     Guards the whole IQN loop (sampled fractions for online, selection and target, quantile Huber loss)
-    on a CI budget, with one evaluation of 1,500 env steps. Seeds 1-3 measured (deterministic per seed):
-    299, 245, 295, so 150 holds on each with a margin of 60% or more. Seed 1 is the config's default.
+    on a CI budget, with one evaluation of 1,500 env steps. Seeds 1-3 measured (deterministic per seed)
+    with torch's default Adam: 299, 245, 295, so 150 holds on each with a margin of 60% or more; with the
+    fused Adam every agent now uses (rounding differs in the last bit), seeds 1 and 2 give 335.5 and 187.3
+    (2026-12-01): seed 2's margin is down to 25%, still over the line.
+    Seed 1 is the config's default.
     """
     defaults = train.IqnConfig()
     config = dataclasses.replace(

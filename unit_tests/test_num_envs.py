@@ -163,6 +163,7 @@ def test_agents_without_a_batched_step_refuse_num_envs():
         drqn_train.main(drqn_train.DrqnConfig(num_envs=2, num_iterations=1, show_progress=False))
 
 
+@pytest.mark.slow
 def test_num_envs_error_is_one_line_with_exit_code_2():
     result = subprocess.run(
         [sys.executable, "-m", "deep_rl_zoo.dqn.run_classic", "--num_envs=0"],

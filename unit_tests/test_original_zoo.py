@@ -136,6 +136,7 @@ def _run(*args, cwd):
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd, timeout=180)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "module, message",
     [
@@ -158,6 +159,7 @@ def test_importing_an_agent_not_built_here_from_code_is_a_module_not_found_error
     assert deep_rl_zoo.dqn.__file__.endswith("__init__.py")
 
 
+@pytest.mark.slow
 def test_dash_h_shows_the_same_help_as_double_dash_help(tmp_path):
     short = _run("deep_rl_zoo.dqn.run_classic", "-h", cwd=tmp_path)
     long = _run("deep_rl_zoo.dqn.run_classic", "--help", cwd=tmp_path)
@@ -165,6 +167,7 @@ def test_dash_h_shows_the_same_help_as_double_dash_help(tmp_path):
     assert short.stdout == long.stdout and short.returncode == long.returncode
 
 
+@pytest.mark.slow
 def test_unknown_and_malformed_flags_are_one_line_errors_with_a_suggestion(tmp_path):
     result = _run("deep_rl_zoo.dqn.run_classic", "--learnin_rate=0.1", cwd=tmp_path)
     assert result.returncode == 2
@@ -177,6 +180,7 @@ def test_unknown_and_malformed_flags_are_one_line_errors_with_a_suggestion(tmp_p
     assert result.stderr.startswith("error: flag --num_iterations=two")
 
 
+@pytest.mark.slow
 def test_the_original_readme_impala_sweep_command_runs(tmp_path):
     result = _run(
         "deep_rl_zoo.impala.run_classic",

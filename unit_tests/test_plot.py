@@ -2,8 +2,6 @@
 
 import csv
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -139,24 +137,10 @@ def test_group_labels_name_the_flags_that_differ_within_one_agent():
 
 
 @pytest.mark.smoke
-def test_command_writes_a_png_from_real_runs(real_runs, tmp_path):
+def test_command_writes_a_png_from_real_runs(real_runs, tmp_path, capsys):
     output = tmp_path / "curve.png"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "deep_rl_zoo.plot",
-            real_runs["dqn_1"],
-            real_runs["dqn_2"],
-            real_runs["ppo"],
-            f"--output={output}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "2 panel(s), 2 curve(s) from 3 run(s)" in result.stdout
+    plot.main([real_runs["dqn_1"], real_runs["dqn_2"], real_runs["ppo"], f"--output={output}"])
+    assert "2 panel(s), 2 curve(s) from 3 run(s)" in capsys.readouterr().out
     with open(output, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
@@ -171,22 +155,19 @@ def test_metric_flag_draws_a_learner_statistic_and_runs_root_means_every_run(rea
     assert os.path.getsize(output) > 0
 
 
-def test_an_empty_run_folder_is_one_line_and_a_non_zero_exit(tmp_path):
+def test_an_empty_run_folder_is_one_line_and_a_non_zero_exit(tmp_path, capsys):
+    # `python -m deep_rl_zoo.plot` calls this `main`; in-process, the exit is a SystemExit.
     empty = tmp_path / "runs" / "DQN_CartPole-v1"
     empty.mkdir(parents=True)
-    result = subprocess.run(
-        [sys.executable, "-m", "deep_rl_zoo.plot", str(empty), f"--output={tmp_path / 'x.png'}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode != 0
-    assert (
-        result.stderr.count("\n") == 1 and str(empty) in result.stderr and "first iteration" in result.stderr
-    )
+    with pytest.raises(SystemExit) as exit_info:
+        plot.main([str(empty), f"--output={tmp_path / 'x.png'}"])
+    assert exit_info.value.code != 0
+    stderr = capsys.readouterr().err
+    assert stderr.count("\n") == 1 and str(empty) in stderr and "first iteration" in stderr
     assert not os.path.exists(tmp_path / "x.png")
 
 
+@pytest.mark.smoke
 def test_an_unknown_metric_lists_what_was_logged(real_runs):
     run = plot.read_run(real_runs["dqn_1"])
     with pytest.raises(ConfigError, match="learner/loss"):

@@ -194,6 +194,7 @@ def test_resume_continues_counters_and_optimizer(tmp_path):
     assert final["agent"]["optimizer"]["state"][0]["step"] > saved["agent"]["optimizer"]["state"][0]["step"]
 
 
+@pytest.mark.smoke
 def test_same_seed_gives_identical_returns(tmp_path):
     a = train.main(tiny_classic_config(tmp_path / "a", seed=3))
     b = train.main(tiny_classic_config(tmp_path / "b", seed=3))

@@ -49,6 +49,7 @@ def _build(package: str, config):
     return train.build_agents(config, _FramesEnv(), torch.device("cpu")).train_agent
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("package", sorted(AGENTS))
 def test_resumed_agent_with_saved_replay_learns_exactly_as_the_uninterrupted_one(package, tmp_path):
     torch.set_num_threads(1)

@@ -128,6 +128,7 @@ def test_best_is_the_iteration_with_the_highest_evaluation_mean_over_whole_episo
 # Whole runs (DQN, a few hundred env steps each)
 
 
+@pytest.mark.smoke
 def test_a_tag_sweep_gets_one_folder_per_run_in_runs_and_checkpoints(tmp_path):
     for tag in ("LR1", "LR2", "LR1"):  # the same tag twice: the second gets -2
         state = train.main(tiny_classic_config(tmp_path, num_iterations=1, tag=tag))
@@ -140,6 +141,7 @@ def test_a_tag_sweep_gets_one_folder_per_run_in_runs_and_checkpoints(tmp_path):
         assert (tmp_path / "runs" / name / "results.csv").is_file()
 
 
+@pytest.mark.smoke
 def test_resume_continues_the_newest_run_with_the_same_tag(tmp_path):
     train.main(tiny_classic_config(tmp_path, num_iterations=1, tag="A"))
     train.main(tiny_classic_config(tmp_path, num_iterations=1, tag="A", seed=2))  # newest A: A-2
@@ -159,6 +161,7 @@ def test_resume_continues_the_newest_run_with_the_same_tag(tmp_path):
         train.main(tiny_classic_config(tmp_path, num_iterations=2, tag="C", resume=True))
 
 
+@pytest.mark.smoke
 def test_eval_agent_loads_latest_best_or_a_run_folder(tmp_path, capsys):
     train.main(tiny_classic_config(tmp_path, num_iterations=2, tag="demo"))
     folder = tmp_path / "checkpoints" / "DQN_CartPole-v1_demo"
@@ -174,6 +177,7 @@ def test_eval_agent_loads_latest_best_or_a_run_folder(tmp_path, capsys):
         eval_agent.main(EvalConfig(load_checkpoint_file="best", tag="other", **common))
 
 
+@pytest.mark.smoke
 def test_eval_agent_with_a_step_budget_and_iterations_plays_whole_episodes(tmp_path, capsys):
     # Random weights on CartPole end episodes in ~10 steps: a 200-step budget holds several.
     returns = eval_agent.main(EvalConfig(num_iterations=2, num_eval_steps=200, recording_video_dir=""))
@@ -182,6 +186,7 @@ def test_eval_agent_with_a_step_budget_and_iterations_plays_whole_episodes(tmp_p
     assert len(returns) >= 2 and sum(returns) <= 2 * 200  # CartPole: reward 1 per step, whole episodes only
 
 
+@pytest.mark.slow
 def test_a_distributed_run_shorter_than_100_learner_steps_still_has_learner_curves(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
