@@ -118,10 +118,10 @@ MUTANTS = [
         "a resumed or restarted actor's meta-controller starts from scratch",
     ),
     Mutant(
-        "agent57/bandit-greedy-on-first-arm",
+        "agent57/bandit-beta-epsilon-swapped",
         AGENT57,
-        "return exploration.sliding_window_ucb_choice(",
-        "return 0 if not self._arms else exploration.sliding_window_ucb_choice(",
-        "the first episode always plays j = 0, then UCB: arms are not all tried first",
+        "self._arms, self._returns, self._num_arms, self._rng, self._window, self._beta, self._epsilon",
+        "self._arms, self._returns, self._num_arms, self._rng, self._window, self._epsilon, self._beta",
+        "the UCB bonus weight and the random-arm probability trade places (beta 1, epsilon 0.5 in the paper)",
     ),
 ]
