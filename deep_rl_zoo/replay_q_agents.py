@@ -243,19 +243,24 @@ def act_and_store(
     writer: replay_lib.TransitionWriter,
     env_steps: int,
     choose_actions: Callable[[np.ndarray, int], np.ndarray],
-) -> tuple[np.ndarray, int]:
+    learn_interval: int,
+    min_replay_size: int,
+) -> tuple[np.ndarray, int, int]:
     """What every replay Q agent's `step_batch` does before learning: counts the env steps the
     timesteps complete (one per env that is not at a first timestep), chooses one action per env
     with `choose_actions(observations [N, ...], env_steps)` (one batched forward), and stores env i's
-    timestep through the writer's stream i. Returns the actions [N] and the new env step count.
+    timestep through the writer's stream i. Returns the actions [N], the new env step count and the
+    gradient steps now due (`learning_steps_due`), which the agent takes after recording the count.
 
-    With one env this is exactly a single-env agent's `step`: count, act, store.
+    With one env this is exactly a single-env agent's `step`: count, act, store, learn when due.
     """
+    env_steps_before = env_steps
     env_steps += sum(not timestep.first for timestep in timesteps)
     actions = choose_actions(np.stack([timestep.observation for timestep in timesteps]), env_steps)
     for stream, (timestep, action) in enumerate(zip(timesteps, actions, strict=True)):
         writer.add(timestep, int(action), stream)
-    return actions, env_steps
+    due = learning_steps_due(env_steps_before, env_steps, learn_interval, writer.replay.size, min_replay_size)
+    return actions, env_steps, due
 
 
 def learning_steps_due(

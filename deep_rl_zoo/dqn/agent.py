@@ -88,19 +88,15 @@ class Dqn:
     def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
         """`step` for one timestep of each of N envs (`--num_envs`): one batched forward, env i's
         transitions through replay stream i, one gradient step per `learn_interval` env steps."""
-        env_steps_before = self._env_steps
-        actions, self._env_steps = replay_q_agents.act_and_store(
-            timesteps, self._writer, self._env_steps, self._choose_actions
+        actions, self._env_steps, gradient_steps = replay_q_agents.act_and_store(
+            timesteps,
+            self._writer,
+            self._env_steps,
+            self._choose_actions,
+            self._learn_interval,
+            self._min_replay_size,
         )
-        for _ in range(
-            replay_q_agents.learning_steps_due(
-                env_steps_before,
-                self._env_steps,
-                self._learn_interval,
-                self._replay.size,
-                self._min_replay_size,
-            )
-        ):
+        for _ in range(gradient_steps):
             self._learn()
         return actions
 
