@@ -210,8 +210,8 @@ MUTANTS = [
     Mutant(
         "drqn/burn-in-state-discarded",
         DRQN,
-        "state = unroll(self._network, observation[:b], zeros, first[:b]).hidden_state",
-        "unroll(self._network, observation[:b], zeros, first[:b]).hidden_state",
+        "state = split(self._network, observation[:b], zeros, first[:b]).hidden_state",
+        "split(self._network, observation[:b], zeros, first[:b]).hidden_state",
         "the burn-in is computed and thrown away: the loss sees the zero state",
     ),
     Mutant(
@@ -252,8 +252,8 @@ MUTANTS = [
     Mutant(
         "drqn/target-unrolled-without-burn-in",
         DRQN,
-        "q_target = unroll(self._target_network, observation, zeros, first).q_values[b:]",
-        "q_target = unroll(self._target_network, observation[b:], zeros, first[b:]).q_values",
+        "q_target = split(self._target_network, observation, zeros, first).q_values[b:]",
+        "q_target = split(self._target_network, observation[b:], zeros, first[b:]).q_values",
         "the target network starts from the zero state after the burn-in",
     ),
     Mutant(

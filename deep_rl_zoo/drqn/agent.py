@@ -21,6 +21,7 @@ The stored recurrent states of R2D2 were not needed on CartPole and are not used
 """
 
 import copy
+import functools
 import inspect
 
 import numpy as np
@@ -90,9 +91,14 @@ def unroll(
     observation,
     hidden_state: tuple[torch.Tensor, torch.Tensor],
     first: torch.Tensor,
+    one_pass: bool = True,
 ):
     """`network`'s outputs on time-major sequences that may cross episode starts: the LSTM state is
     zeroed before every `first` step, as the actors zeroed it.
+
+    DRQN's own learner passes `one_pass=False`: its measured figures (README, learning test) come from
+    the per-stretch nn.LSTM calls, and the one-pass masked loop, equal up to float rounding, sends a
+    seed down another trajectory (seed 3's 5k-step evaluation went 183 -> 109). R2D2 and NGU use one pass.
 
     A network whose `forward(x, hidden_state, first)` takes `first` (`DrqnNetwork`: one pass, see
     `networks.common.lstm_with_resets`) is called once. Any other recurrent network
@@ -107,7 +113,7 @@ def unroll(
     Returns:
       The network's RecurrentQNetworkOutput: q_values [T, B, A] and the state after the last step.
     """
-    if _takes_first(network):
+    if one_pass and _takes_first(network):
         return network(observation, hidden_state, first)
     reset_times = torch.nonzero(first.any(dim=1)).flatten().tolist()
     bounds = sorted({0, *reset_times, observation.shape[0]})
@@ -246,12 +252,13 @@ class Drqn:
         observation, first = to(observation), to(batch.first, torch.bool)
         b = self._burn_in
         zeros = self._network.initial_state(observation.shape[1], self._device)
+        split = functools.partial(unroll, one_pass=False)  # DRQN's measured numerics: see `unroll`
         with torch.no_grad():
-            q_target = unroll(self._target_network, observation, zeros, first).q_values[b:]  # [L + 1, B, A]
+            q_target = split(self._target_network, observation, zeros, first).q_values[b:]  # [L + 1, B, A]
             state = zeros
             if b > 0:
-                state = unroll(self._network, observation[:b], zeros, first[:b]).hidden_state
-        q_online = unroll(self._network, observation[b:], state, first[b:]).q_values  # [L + 1, B, A]
+                state = split(self._network, observation[:b], zeros, first[:b]).hidden_state
+        q_online = split(self._network, observation[b:], state, first[b:]).q_values  # [L + 1, B, A]
 
         # Transition j: o_{b+j} -> o_{b+j+1}, j = 0 .. L-1, folded into n-step transitions that
         # bootstrap from step b + bootstrap_index; everything is then flattened to [L * B].
