@@ -33,7 +33,8 @@ import sb3_atari  # noqa: E402  (benchmarks/ is not a package)
 REPLAY_CAPACITY = 10_000
 WARM_UP = 1_000
 
-SB3_CHILD = """
+SB3_CHILD = (
+    """
 import json, sys, time
 import ale_py, gymnasium as gym, torch
 from stable_baselines3 import DQN
@@ -49,25 +50,10 @@ model = DQN(
     policy_kwargs=dict(optimizer_kwargs=dict(eps=1.5e-4)), seed=seed, device="cpu", verbose=0,
 )
 profile = {"train (gradient steps)": 0.0, "env step": 0.0, "rest (act, replay writes)": 0.0}
-def timed(owner, name, key):
-    inner = getattr(owner, name)
-    def wrapper(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            profile[key] += time.perf_counter() - start
-    setattr(owner, name, wrapper)
-timed(model, "collect_rollouts", "rest (act, replay writes)")
-timed(model.env, "step_wait", "env step")
-timed(model, "train", "train (gradient steps)")
-start = time.perf_counter()
-model.learn(total_timesteps=env_steps)
-seconds = time.perf_counter() - start
-profile["rest (act, replay writes)"] -= profile["env step"]
-print(json.dumps({"env_steps": model.num_timesteps, "seconds": seconds, "wall_s": seconds,
-                  "threads": torch.get_num_threads(), "profile": profile}))
+REST, ENV, TRAIN = "rest (act, replay writes)", "env step", "train (gradient steps)"
 """
+    + sb3_atari.SB3_TIMED_LEARN
+)
 
 ZOO_CHILD = """
 import csv, json, os, runpy, sys, tempfile, time

@@ -29,7 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sb3_atari  # noqa: E402  (benchmarks/ is not a package)
 
-SB3_CHILD = """
+SB3_CHILD = (
+    """
 import json, sys, time
 import ale_py, gymnasium as gym, torch
 from stable_baselines3 import PPO
@@ -44,25 +45,10 @@ model = PPO(
     seed=seed, device="cpu", verbose=0,
 )
 profile = {"rollouts: env step": 0.0, "rollouts: rest (policy forward, buffer)": 0.0, "train": 0.0}
-def timed(owner, name, key):
-    inner = getattr(owner, name)
-    def wrapper(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            profile[key] += time.perf_counter() - start
-    setattr(owner, name, wrapper)
-timed(model, "collect_rollouts", "rollouts: rest (policy forward, buffer)")
-timed(model.env, "step_wait", "rollouts: env step")
-timed(model, "train", "train")
-start = time.perf_counter()
-model.learn(total_timesteps=env_steps)
-seconds = time.perf_counter() - start
-profile["rollouts: rest (policy forward, buffer)"] -= profile["rollouts: env step"]
-print(json.dumps({"env_steps": model.num_timesteps, "seconds": seconds, "wall_s": seconds,
-                  "threads": torch.get_num_threads(), "profile": profile}))
+REST, ENV, TRAIN = "rollouts: rest (policy forward, buffer)", "rollouts: env step", "train"
 """
+    + sb3_atari.SB3_TIMED_LEARN
+)
 
 ZOO_CHILD = """
 import csv, json, os, runpy, sys, tempfile, time

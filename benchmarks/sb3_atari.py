@@ -28,6 +28,31 @@ TARGET_SPEEDUP = 2.0
 SB3_PACKAGES = ["torch==2.13.0", "stable-baselines3", "gymnasium", "ale-py", "opencv-python-headless"]
 
 
+# The end of both SB3 child scripts (`atari_*_vs_sb3.py`): times SB3's rollout collection, its env's
+# step_wait and its train into `profile` under the keys REST, ENV, TRAIN the script defines, runs
+# `model.learn(total_timesteps=env_steps)` and prints the JSON line `run_child` reads.
+SB3_TIMED_LEARN = """
+def timed(owner, name, key):
+    inner = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            profile[key] += time.perf_counter() - start
+    setattr(owner, name, wrapper)
+timed(model, "collect_rollouts", REST)
+timed(model.env, "step_wait", ENV)
+timed(model, "train", TRAIN)
+start = time.perf_counter()
+model.learn(total_timesteps=env_steps)
+seconds = time.perf_counter() - start
+profile[REST] -= profile[ENV]
+print(json.dumps({"env_steps": model.num_timesteps, "seconds": seconds, "wall_s": seconds,
+                  "threads": torch.get_num_threads(), "profile": profile}))
+"""
+
+
 def parse_args(description: str, default_env_steps: int) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--sb3_python", default="", help="Python of a venv with SB3 (default: make one).")
