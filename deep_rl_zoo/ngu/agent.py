@@ -39,8 +39,10 @@ Changed, and why:
   actor too, without saying over which window); the RND error's mean and std are running statistics the
   learner keeps over every step received (the paper's actors kept them), published to the actors with
   the networks. Both and the bandit of Agent57 are in the checkpoint.
-- CPU budget: few actors (4) and as many policies (N = 4 on classic control, 32 on Atari), short
-  sequences, and the replay ratio of R2D2's classic defaults; see `train.NguConfig`.
+- CPU budget: few actors (4 on classic control, 16 on Atari) and fewer policies than actors (N = 2 and
+  8), so that the greedy policy j = 0 has both a noisy and a near-greedy actor, as each policy of the
+  paper's 256 actors over 32 policies has (`train.NguConfig` says why), short sequences, and the replay
+  ratio of R2D2's classic defaults.
 - Sequences cross episode ends with masking, and the head is plain (no dueling), as in `r2d2.agent`.
 """
 
@@ -55,6 +57,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from deep_rl_zoo import exploration, optimization, value_learning
+from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks import common
 from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule, RandomNetworkDistillation
 from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
@@ -551,6 +554,37 @@ def auxiliary_losses(
     return inverse_loss, rnd_loss
 
 
+def check_resumable(own: dict, saved: dict) -> None:
+    """A one-line ConfigError (exit 2, before any actor starts) when a checkpoint's networks do not fit
+    this run's, naming the flag: the actors' memory has one row per actor plus the evaluation actor's
+    (--num_actors), and Agent57's bandit keeps --bandit_window pairs per row; any other shape names the
+    tensor (the network sizes, --num_policies)."""
+    rows, saved_rows = (
+        own["actor_memory.distance_mean"].shape[0],
+        saved["actor_memory.distance_mean"].shape[0],
+    )
+    if saved_rows != rows:
+        raise ConfigError(
+            f"--resume: the checkpoint was trained with --num_actors={saved_rows - 1}, this run has "
+            f"--num_actors={rows - 1}; resume with --num_actors={saved_rows - 1}"
+        )
+    window, saved_window = (
+        own["actor_memory.bandit_arms"].shape[1],
+        saved["actor_memory.bandit_arms"].shape[1],
+    )
+    if saved_window != window:
+        raise ConfigError(
+            f"--resume: the checkpoint was trained with --bandit_window={saved_window}, this run has "
+            f"--bandit_window={window}; resume with --bandit_window={saved_window}"
+        )
+    for name, value in saved.items():
+        if name in own and tuple(own[name].shape) != tuple(value.shape):
+            raise ConfigError(
+                f"--resume: the checkpoint's {name} is {tuple(value.shape)}, this run's "
+                f"{tuple(own[name].shape)}: resume with the flags it was trained with (its run's config.txt)"
+            )
+
+
 class Ngu:
     """The NGU learner: keeps the actors' memory rows and RND's statistics from every message, stores
     the blocks, and takes its share of gradient steps (Q-network, embedding and RND on the same batch)."""
@@ -748,6 +782,7 @@ class Ngu:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        check_resumable(self._networks.state_dict(), state["networks"])
         self._networks.load_state_dict(state["networks"])
         self._target_q.load_state_dict(state["target_q"])
         self._optimizer.load_state_dict(state["optimizer"])
