@@ -586,3 +586,41 @@ def test_eval_agent_obscure_probability_wraps_the_evaluation_env(monkeypatch, pa
     assert seen["w"].func is ObscuredObservation and seen["w"].keywords == {"probability": 0.5}
     with pytest.raises(ConfigError, match="obscure_probability"):
         eval_agent.NguEvalConfig(environment_name="MountainCar-v0", obscure_probability=1.5)
+
+
+def test_learner_checkpoint_keeps_ngus_layout_on_r2d2s_learner(tmp_path):
+    """NGU's learner is R2D2's with `networks` in place of `network` and `target_q` of `target_network`:
+    the keys and their order are those of checkpoints written before it shared R2D2's code (checked by
+    hand on such checkpoints of NGU and Agent57), and a fresh learner takes another's state exactly."""
+    from deep_rl_zoo.r2d2.agent import R2d2
+
+    config = _config(tmp_path)
+    learner = train.build_learner(config, _MountainCarSpaces(), torch.device("cpu")).learner
+    assert isinstance(learner, R2d2) and learner.network is learner.networks.q
+    state = learner.state_dict()
+    expected = [
+        "networks",
+        "target_q",
+        "optimizer",
+        "env_steps",
+        "learner_steps",
+        "update_credit",
+        "replay_rng",
+    ]
+    assert list(state) == expected
+    assert sorted(state["target_q"]) == sorted(n[2:] for n in state["networks"] if n.startswith("q."))
+    assert {n.split(".")[0] for n in state["networks"]} == {
+        "q",
+        "embedding",
+        "rnd",
+        "rnd_error",
+        "actor_memory",
+    }
+    state["learner_steps"], state["env_steps"], state["update_credit"] = 7, 112, 0.5
+    with torch.no_grad():
+        state["target_q"]["head.bias"] += 1.0  # the target differs from the online network
+    other = train.build_learner(config, _MountainCarSpaces(), torch.device("cpu")).learner
+    other.load_state_dict(state)
+    assert (other.learner_steps, other.statistics["env_steps_received"]) == (7, 112)
+    torch.testing.assert_close(other.target_q.head.bias, state["target_q"]["head.bias"], rtol=0, atol=0)
+    torch.testing.assert_close(other.networks.q.head.bias, learner.networks.q.head.bias, rtol=0, atol=0)
