@@ -466,9 +466,11 @@ def test_ngu_actors_reach_the_mountaincar_flag_within_20k_steps(tmp_path):
     actors reaches MountainCar's flag (an iteration's training mean above -200) within 20k env steps.
     Guards that the whole path runs and learns from sparse reward (actors' novelty, blocks with extras,
     learner); it does not isolate the novelty's advantage: R2D2's epsilon-greedy actors also reach the
-    flag at times (measured at load 40-60, flag-reaching training episodes up to ~40k env steps: NGU
-    seed 1 32 of 202 (first at 9.4k), seed 2 4 of 99 up to 20k (first at 9.7k); R2D2 seed 1 11 of 200
-    (first at 8.1k)). About 1-2 minutes on a quiet 2-core machine (20k env steps, 1,250 learner steps)."""
+    flag at times (measured at load 40-60, flag-reaching training episodes up to ~40k env steps, with 4
+    policies: NGU seed 1 32 of 202 (first at 9.4k), seed 2 4 of 99 up to 20k (first at 9.7k); R2D2 seed 1
+    11 of 200 (first at 8.1k); with today's 2 policies and 4 actors, NGU seed 1 117 of 564 up to 100k,
+    first at 4.8k, iteration means -199.0 and -192.9 at 10k and 20k). About 1-2 minutes on a quiet 2-core
+    machine (20k env steps, 1,250 learner steps)."""
     config = train.NguConfig(
         num_iterations=2,
         num_train_steps=10_000,
