@@ -5,6 +5,7 @@ R2D2, NGU and Agent57 (recurrent replay) share the sequence settings; PPO-RND an
 PPO) share the unroll settings. Each agent's test file names only what differs.
 """
 
+import csv
 import os
 from pathlib import Path
 from typing import Any
@@ -231,12 +232,12 @@ def curiosity_atari_smoke(
     atari_defaults: dict[str, Any],
     eval_module: Any,
     **overrides: Any,
-) -> tuple[Any, dict, Path, list[str]]:
+) -> tuple[Any, dict, list[str]]:
     """The smoke run of PPO-RND's and PPO-ICM's `run_atari` on MontezumaRevenge (`TINY_UNROLL_ATARI`
     and `overrides`, which set the budget and `--debug_screenshots_interval`), then a greedy game of its
     checkpoint, which `eval_agent` rebuilds from the checkpoint's flags. Every debug screenshot is the
-    emulator's colour screen of an actor's game. Returns the run's state, the checkpoint's agent state,
-    the screenshot folder and its files, for the agent's own checks."""
+    emulator's colour screen of an actor's game. Returns the run's state, the checkpoint's agent state
+    and the screenshots' file names, for the agent's own checks."""
     config = tiny_config(config_class, tmp_path, atari_defaults, TINY_UNROLL_ATARI, overrides)
     state = train_module.main(config)
     run_name = f"{agent_name}_MontezumaRevenge"
@@ -261,7 +262,7 @@ def curiosity_atari_smoke(
     from PIL import Image
 
     assert Image.open(folder / shots[0]).size == (160, 210)  # the emulator's RGB screen
-    return state, agent, folder, shots
+    return state, agent, shots
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -297,3 +298,15 @@ def evaluate_latest(
     if video:
         assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
     return returns
+
+
+def best_greedy_mean(
+    train_module: Any, config_class: type, defaults: dict[str, Any], tmp_path: Path, num_iterations: int
+) -> float:
+    """The learning run of PPO-RND's and PPO-ICM's tests: the classic defaults for `num_iterations`
+    iterations of 25k env steps; returns the best greedy evaluation mean in its results.csv."""
+    csv_path = tmp_path / "results.csv"
+    overrides = dict(num_iterations=num_iterations, num_train_steps=25_000, results_csv_path=str(csv_path))
+    train_module.main(tiny_config(config_class, tmp_path, defaults, overrides))
+    with open(csv_path) as f:
+        return max(float(row["eval_mean_episode_return"]) for row in csv.DictReader(f))
