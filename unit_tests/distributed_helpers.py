@@ -7,6 +7,7 @@ PPO) share the unroll settings. Each agent's test file names only what differs.
 
 import csv
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -269,11 +270,15 @@ def curiosity_atari_smoke(
 # Script runs every distributed agent has
 
 
-def train_then_resume(train_module: Any, first: Any, resumed: Any, agent_name: str) -> tuple[dict, dict]:
-    """Trains `first` (one iteration), then `resumed` (the same run with `resume`, two iterations), which
-    continues the run's env-step count. Returns the agent states of the two iterations' checkpoints."""
+def train_then_resume(
+    train_module: Any, config: Callable[..., Any], agent_name: str, **first_only: Any
+) -> tuple[dict, dict]:
+    """Trains `config(num_iterations=1, **first_only)`, then resumes that run for a second iteration
+    (`config(num_iterations=2, resume=True)`), which continues the run's env-step count. Returns the
+    agent states of the two iterations' checkpoints."""
+    first = config(num_iterations=1, **first_only)
     state = train_module.main(first)
-    resumed_state = train_module.main(resumed)
+    resumed_state = train_module.main(config(num_iterations=2, resume=True))
     assert resumed_state.next_iteration == 2 and resumed_state.train_env_steps > state.train_env_steps
     run_name = f"{agent_name}_{first.environment_name}"
     folder = os.path.join(first.checkpoint_dir, run_name)

@@ -4,6 +4,7 @@ meta-controller and its state surviving a resume, smoke runs of every script, an
 
 import csv
 import dataclasses
+import functools
 import os
 
 import numpy as np
@@ -227,12 +228,7 @@ def test_continuous_env_is_a_config_error(tmp_path):
 
 @pytest.mark.smoke
 def test_run_classic_resume_keeps_the_bandits_then_eval_agent(tmp_path):
-    first, later = train_then_resume(
-        train,
-        _config(tmp_path, num_iterations=1),
-        _config(tmp_path, num_iterations=2, resume=True),
-        "Agent57",
-    )
+    first, later = train_then_resume(train, functools.partial(_config, tmp_path), "Agent57")
     saved = first["networks"]
     assert int(saved["actor_memory.bandit_length"][:2].sum()) > 0  # episodes of 20 steps: bandits played
     assert "q.extrinsic.head.weight" in saved and "q.intrinsic.head.weight" in saved

@@ -3,6 +3,7 @@ reward at all), exact learner resume through a checkpoint file, smoke runs of ev
 and a learning test on MountainCar."""
 
 import csv
+import functools
 import os
 
 import gymnasium as gym
@@ -115,10 +116,7 @@ def test_continuous_env_is_a_config_error_before_anything_is_written(tmp_path):
 @pytest.mark.smoke
 def test_run_classic_resume_then_eval_agent(tmp_path):
     first, second = train_then_resume(
-        train,
-        _config(tmp_path, num_iterations=1, debug_screenshots_interval=1),
-        _config(tmp_path, num_iterations=2, resume=True),
-        "PPO-ICM",
+        train, functools.partial(_config, tmp_path), "PPO-ICM", debug_screenshots_interval=1
     )
     assert second["network"]["normalizer.count"] > first["network"]["normalizer.count"]
     assert second["intrinsic_normalizer"]["count"] > first["intrinsic_normalizer"]["count"]

@@ -4,6 +4,7 @@ which evaluates, burn-in from the stored state, masks, priorities, target period
 script (Atari included), resume, bad input, and a learning test on CartPole."""
 
 import csv
+import functools
 import os
 import pickle
 
@@ -481,9 +482,7 @@ def test_continuous_env_is_a_config_error(tmp_path):
 
 @pytest.mark.smoke
 def test_run_classic_resume_then_eval_agent(tmp_path):
-    first, later = train_then_resume(
-        train, _config(tmp_path, num_iterations=1), _config(tmp_path, num_iterations=2, resume=True), "R2D2"
-    )
+    first, later = train_then_resume(train, functools.partial(_config, tmp_path), "R2D2")
     assert first["learner_steps"] > 0
     assert later["env_steps"] > first["env_steps"]  # counted on, not restarted
     returns = evaluate_latest(
