@@ -200,7 +200,7 @@ TINY_UNROLL_ATARI = dict(
 )
 
 
-def mountain_car_unroll(actor_index, version=1, length=8, seed=0, reward=0.0) -> unrolls.Unroll:
+def mountain_car_unroll(actor_index, length=8, seed=0, reward=0.0) -> unrolls.Unroll:
     """An unroll of random MountainCar-shaped observations and actions, `reward` at every step, whose
     episode ends at s_{T/2 + 1} (the next pair is a reset, not valid)."""
     rng = np.random.default_rng(seed + actor_index)
@@ -210,7 +210,6 @@ def mountain_car_unroll(actor_index, version=1, length=8, seed=0, reward=0.0) ->
     valid[length // 2 + 1] = False
     return unrolls.Unroll(
         actor_index=actor_index,
-        parameter_version=version,
         observation=rng.uniform(-1, 1, (length + 1, 2)).astype(np.float32),
         action=rng.integers(0, 3, length),
         reward=np.full(length, reward, np.float32),

@@ -374,11 +374,10 @@ def test_actor_critic_entropy_bonus_pushes_towards_uniform():
 # A2C and A2C-grad
 
 
-def _unroll(actor_index, states, actions, rewards, terminated=None, truncated=None, valid=None, version=1):
+def _unroll(actor_index, states, actions, rewards, terminated=None, truncated=None, valid=None):
     n = len(actions)
     return unrolls.Unroll(
         actor_index=actor_index,
-        parameter_version=version,
         observation=np.array(states, np.float32)[:, None],
         action=np.asarray(actions),
         reward=np.asarray(rewards, np.float32),
@@ -461,7 +460,7 @@ def test_a2c_grad_actor_sends_the_gradient_of_its_own_unroll_afresh_each_time():
     for _ in range(2):  # the second call must not add to the first call's gradient
         gradient = computer(unroll)
         np.testing.assert_allclose(gradient.gradient, expected, rtol=1e-6, atol=1e-7)
-        assert gradient.actor_index == 0 and gradient.parameter_version == 1
+        assert gradient.actor_index == 0
 
 
 def test_a2c_grad_learner_applies_the_mean_of_the_actors_gradients():
@@ -469,8 +468,8 @@ def test_a2c_grad_learner_applies_the_mean_of_the_actors_gradients():
     optimizer = RecordingSgd(network.parameters())
     learner = _a2c_learner(a2c_agent.A2cGrad, network, optimizer)
     gradients = [
-        a2c_agent.Gradient(1, 1, np.array([3.0, 0.0, 6.0], np.float32), {"loss": 3.0}),
-        a2c_agent.Gradient(0, 1, np.array([1.0, 2.0, -2.0], np.float32), {"loss": 1.0}),
+        a2c_agent.Gradient(1, np.array([3.0, 0.0, 6.0], np.float32), {"loss": 3.0}),
+        a2c_agent.Gradient(0, np.array([1.0, 2.0, -2.0], np.float32), {"loss": 1.0}),
     ]
     learner.learn(gradients)
     # mean: [(1 + 3) / 2, (2 + 0) / 2, (-2 + 6) / 2] = [2, 1, 2]
@@ -483,7 +482,7 @@ def test_a2c_grad_learner_clips_the_mean_gradient():
     network = TableActorCritic([[0.0, 0.0]], [0.0])
     optimizer = RecordingSgd(network.parameters())
     learner = _a2c_learner(a2c_agent.A2cGrad, network, optimizer, max_grad_norm=1.0)
-    learner.learn([a2c_agent.Gradient(0, 1, np.array([3.0, 0.0, 4.0], np.float32), {"loss": 0.0})] * 2)
+    learner.learn([a2c_agent.Gradient(0, np.array([3.0, 0.0, 4.0], np.float32), {"loss": 0.0})] * 2)
     # mean [3, 0, 4] has norm 5: clipped to norm 1, [0.6, 0, 0.8]
     torch.testing.assert_close(optimizer.grad(network.logits), torch.tensor([[0.6, 0.0]]))
     torch.testing.assert_close(optimizer.grad(network.values), torch.tensor([0.8]))
@@ -801,7 +800,6 @@ def _impala_unroll(states, actions, behaviour_logits, rewards, terminated=None, 
         first[1:][~np.asarray(valid)] = True  # the state after an episode's last one starts the next
     return unrolls.Unroll(
         actor_index=0,
-        parameter_version=1,
         observation=np.array(states, np.float32)[:, None],
         first=first,
         action=np.asarray(actions, np.int64),

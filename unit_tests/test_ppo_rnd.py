@@ -36,7 +36,7 @@ def _learner(tmp_path, seed=0, **overrides):
 
 
 def test_intrinsic_reward_reaches_the_advantages(tmp_path):
-    payloads = [_unroll(0, 1), _unroll(1, 1)]  # extrinsic reward 0 everywhere
+    payloads = [_unroll(0), _unroll(1)]  # extrinsic reward 0 everywhere
     plain = _learner(tmp_path, intrinsic_coef=0.0).advantages(stacked(payloads), [0, 1])
     curious = _learner(tmp_path, intrinsic_coef=1.0).advantages(stacked(payloads), [0, 1])
     valid = stacked(payloads).valid
@@ -53,12 +53,12 @@ def test_intrinsic_reward_reaches_the_advantages(tmp_path):
 def test_warmup_only_feeds_the_observation_statistics(tmp_path):
     learner = _learner(tmp_path, observation_warmup_steps=2 * 7)  # one batch: 2 unrolls x 7 valid pairs
     before = [p.detach().clone() for p in learner.shared_module.parameters()]
-    learner.learn([_unroll(0, 1), _unroll(1, 1)])
+    learner.learn([_unroll(0), _unroll(1)])
     assert all(torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
     # 2 unrolls x 8 next observations reached RND's normaliser (its count starts at 1e-4) ...
     assert learner._rnd.normalizer.count.item() == pytest.approx(16, abs=1e-3)
     assert learner.statistics["learner_steps"] == 0
-    learner.learn([_unroll(0, 2, seed=5), _unroll(1, 2, seed=5)])  # ... and the next batch is learned from
+    learner.learn([_unroll(0, seed=5), _unroll(1, seed=5)])  # ... and the next batch is learned from
     assert learner.statistics["learner_steps"] == 1
     assert any(not torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
 
@@ -66,12 +66,12 @@ def test_warmup_only_feeds_the_observation_statistics(tmp_path):
 def test_a_learner_restored_from_a_checkpoint_file_continues_exactly(tmp_path):
     options = dict(normalize_extrinsic_rewards=True)
     original = _learner(tmp_path, seed=0, **options)
-    original.learn([_unroll(0, 1, seed=1, reward=-1.0), _unroll(1, 1, seed=1, reward=-1.0)])
+    original.learn([_unroll(0, seed=1, reward=-1.0), _unroll(1, seed=1, reward=-1.0)])
     path = str(tmp_path / "learner.ckpt")
     checkpoint.save_checkpoint(path, "PPO-RND", ENV, 0, original.state_dict(), {})
     restored = _learner(tmp_path, seed=123, **options)  # other initial weights: all must come from the file
     restored.load_state_dict(checkpoint.load_checkpoint(path, "PPO-RND", ENV)["agent"])
-    next_batch = [_unroll(0, 2, seed=2, reward=-1.0), _unroll(1, 2, seed=2, reward=-1.0)]
+    next_batch = [_unroll(0, seed=2, reward=-1.0), _unroll(1, seed=2, reward=-1.0)]
     original.learn(next_batch)
     restored.learn(next_batch)
     for a, b in zip(
