@@ -250,7 +250,7 @@ class _ScriptedAle:
 def _scripted(monkeypatch, scripts, **kwargs) -> vector_env.AtariVectorEnvironment:
     """`AtariVectorEnvironment`'s Python side over scripted games (`_ScriptedAle`)."""
     monkeypatch.setattr(vector_env, "AtariVectorEnv", lambda *args, **kwargs: _ScriptedAle(scripts))
-    return vector_env.AtariVectorEnvironment("Pong", len(scripts), **kwargs)
+    return vector_env.AtariVectorEnvironment("Pong", len(scripts), fire_reset=False, **kwargs)
 
 
 class _FixedActions:
