@@ -427,8 +427,10 @@ def test_classic_defaults_give_the_greedy_policy_a_noisy_and_a_near_greedy_actor
     assert (config.num_actors, config.num_policies) == (4, 2)
     played = []
     for i in range(4):
-        actor, _ = train.build_actor(config, _Env(), torch.device("cpu"), _Link(actor_index=i), 0)
-        actor.step(_timestep([0.0, 0.0], first=True))
+        actor, _ = train.build_actor(
+            config, PositionVelocityEnv(), torch.device("cpu"), RecordingLink(actor_index=i), 0
+        )
+        actor.step(timestep([0.0, 0.0], first=True))
         played.append((actor.statistics["policy_index"], actor.statistics["epsilon"]))
     assert [j for j, _ in played] == [0.0, 1.0, 0.0, 1.0]
     assert [eps for _, eps in played] == pytest.approx([0.4, 0.4 ** (10 / 3), 0.4 ** (17 / 3), 0.4**8])
@@ -461,6 +463,7 @@ def _saved_run(tmp_path, config) -> None:
     run_support.checkpoint_saver(config, "NGU", "MountainCar-v0", learner, str(folder))(0, state)
 
 
+@pytest.mark.smoke  # runs train.main (up to the resume), about a second
 def test_resuming_with_other_num_actors_is_a_one_line_config_error_before_any_actor(tmp_path):
     """2 actors: 3 memory rows (2 actors + the evaluation actor); resumed with 3 actors the learner has 4."""
     _saved_run(tmp_path, _config(tmp_path))
