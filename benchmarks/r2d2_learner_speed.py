@@ -186,6 +186,7 @@ def baseline_compare(args, lengths):
             return
         for length in lengths:
             arguments = [f"--mean_episode_length={length:g}", f"--steps={args.steps}"]
+            arguments += [f"--set={item}" for item in args.set]
             results = {name: [] for name in trees}
             for _ in range(args.rounds):
                 for name, path in trees.items():
@@ -278,11 +279,15 @@ def main():
     parser.add_argument("--system", action="store_true", help="with --baseline: whole run_classic runs")
     parser.add_argument("--env_steps", type=int, default=3000, help="with --system: training env steps")
     parser.add_argument("--actor", action="store_true", help="time an actor's steps instead")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="an R2d2Config field (int)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(1)
     env = gym.make("CartPole-v1")
-    config = train.R2d2Config(use_tensorboard=False)
+    overrides = {name: int(value) for name, value in (item.split("=", 1) for item in args.set)}
+    config = train.R2d2Config(use_tensorboard=False, **overrides)
     lengths = [float(x) for x in args.mean_episode_length.split(",")]
     if args.worker:
         worker(config, env, lengths[0], args.steps)
@@ -307,13 +312,16 @@ def main():
 
             profiler = cProfile.Profile()
             profiler.enable()
+        cpu = time.process_time()
         elapsed = _timed(learner, args.steps)
+        cpu = 1000 * (time.process_time() - cpu) / args.steps
         if args.profile:
             profiler.disable()
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(20)
         print(
-            f"mean episode length {length:g}: {elapsed:.1f} ms per gradient step "
-            f"(batch {config.batch_size} x {config.sequence_length} steps, burn-in {config.burn_in})"
+            f"mean episode length {length:g}: {elapsed:.1f} ms per gradient step ({cpu:.1f} CPU ms) "
+            f"(batch {config.batch_size} x {config.sequence_length} steps, burn-in {config.burn_in})",
+            flush=True,
         )
     print("load average before", load, "after", open("/proc/loadavg").read().split()[:3])
 
