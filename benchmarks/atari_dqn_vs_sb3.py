@@ -55,47 +55,19 @@ REST, ENV, TRAIN = "rest (act, replay writes)", "env step", "train (gradient ste
     + sb3_atari.SB3_TIMED_LEARN
 )
 
-ZOO_CHILD = """
-import csv, json, os, runpy, sys, tempfile, time
-from deep_rl_zoo.dqn import agent
-
-if __name__ == "__main__":
-    seed, env_steps, capacity, warm_up = (int(a) for a in sys.argv[1:5])
-    learn_s = [0.0]
-    learn = agent.Dqn._learn
-    def timed_learn(self):
-        start = time.perf_counter()
-        learn(self)
-        learn_s[0] += time.perf_counter() - start
-    agent.Dqn._learn = timed_learn
-    with tempfile.TemporaryDirectory(prefix="atari_dqn_vs_sb3_") as work:
-        csv_path = os.path.join(work, "results.csv")
-        sys.argv = ["deep_rl_zoo.dqn.run_atari", "--environment_name=Pong", f"--seed={seed}",
-                    "--num_iterations=1", f"--num_train_steps={env_steps}", "--num_eval_steps=0",
-                    f"--replay_capacity={capacity}", f"--min_replay_size={warm_up}",
-                    f"--exploration_epsilon_decay_steps={warm_up}",
-                    f"--checkpoint_dir={work}/checkpoints", f"--runs_dir={work}/runs",
-                    f"--results_csv_path={csv_path}", "--nouse_tensorboard", "--noshow_progress",
-                    *sys.argv[5:]]
-        start = time.perf_counter()
-        try:
-            runpy.run_module("deep_rl_zoo.dqn.run_atari", run_name="__main__")
-        except SystemExit as e:
-            if e.code:
-                raise
-        wall_s = time.perf_counter() - start
-        with open(csv_path) as f:
-            row = list(csv.DictReader(f))[-1]
-    steps = int(row["train_env_steps"])
-    seconds = steps / float(row["train_steps_per_second"])
-    profile = {"gradient steps (Dqn._learn)": learn_s[0], "rest (env step, act, replay writes)": seconds - learn_s[0]}
-    print(json.dumps({"env_steps": steps, "seconds": seconds, "wall_s": wall_s, "profile": profile}))
-"""
+ZOO_CHILD = sb3_atari.zoo_child(
+    "dqn", "Dqn._learn", "gradient steps (Dqn._learn)", "rest (env step, act, replay writes)"
+)
 
 
 def main() -> int:
     args = sb3_atari.parse_args(__doc__.splitlines()[0], default_env_steps=6_000)
     sizes = [str(args.env_steps), str(REPLAY_CAPACITY), str(WARM_UP)]
+    zoo_sizes = [
+        f"--replay_capacity={REPLAY_CAPACITY}",
+        f"--min_replay_size={WARM_UP}",
+        f"--exploration_epsilon_decay_steps={WARM_UP}",
+    ]
     if args.env_steps <= WARM_UP:
         raise SystemExit(f"--env_steps must be above the warm-up of {WARM_UP:,} env steps")
     return sb3_atari.compare(
@@ -103,8 +75,8 @@ def main() -> int:
         run_sb3=lambda python, seed: sb3_atari.run_child(
             python, SB3_CHILD, [str(seed), *sizes], args.sb3_threads
         ),
-        run_zoo=lambda seed: sb3_atari.run_child(
-            sys.executable, ZOO_CHILD, [str(seed), *sizes, *args.zoo_flags.split()], 0
+        run_zoo=lambda seed: sb3_atari.run_zoo(
+            ZOO_CHILD, seed, args.env_steps, [*zoo_sizes, *args.zoo_flags.split()]
         ),
     )
 

@@ -197,7 +197,6 @@ class _FakeAtariEnv:
 def _random_unroll(index: int, length: int, rng: np.random.Generator) -> unrolls.Unroll:
     return unrolls.Unroll(
         actor_index=index,
-        parameter_version=0,
         observation=rng.integers(0, 256, (length + 1, *SHAPE), dtype=np.uint8),
         action=rng.integers(0, NUM_ACTIONS, length),
         reward=rng.choice(np.array([-1.0, 0.0, 0.0, 0.0, 1.0], np.float32), length),

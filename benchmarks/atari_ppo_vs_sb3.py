@@ -50,52 +50,19 @@ REST, ENV, TRAIN = "rollouts: rest (policy forward, buffer)", "rollouts: env ste
     + sb3_atari.SB3_TIMED_LEARN
 )
 
-ZOO_CHILD = """
-import csv, json, os, runpy, sys, tempfile, time
-from deep_rl_zoo.ppo import agent
-
-if __name__ == "__main__":
-    seed, env_steps, extra = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
-    learn_s = [0.0]
-    learn = agent.Ppo.learn
-    def timed_learn(self, payloads):
-        start = time.perf_counter()
-        learn(self, payloads)
-        learn_s[0] += time.perf_counter() - start
-    agent.Ppo.learn = timed_learn
-    with tempfile.TemporaryDirectory(prefix="atari_ppo_vs_sb3_") as work:
-        csv_path = os.path.join(work, "results.csv")
-        sys.argv = ["deep_rl_zoo.ppo.run_atari", "--environment_name=Pong", f"--seed={seed}",
-                    "--num_iterations=1", f"--num_train_steps={env_steps}", "--num_eval_steps=0",
-                    f"--checkpoint_dir={work}/checkpoints", f"--runs_dir={work}/runs",
-                    f"--results_csv_path={csv_path}", "--nouse_tensorboard", "--noshow_progress", *extra]
-        start = time.perf_counter()
-        try:
-            runpy.run_module("deep_rl_zoo.ppo.run_atari", run_name="__main__")
-        except SystemExit as e:
-            if e.code:
-                raise
-        wall_s = time.perf_counter() - start
-        with open(csv_path) as f:
-            row = list(csv.DictReader(f))[-1]
-    steps = int(row["train_env_steps"])
-    seconds = steps / float(row["train_steps_per_second"])
-    profile = {"learner update (Ppo.learn)": learn_s[0], "actors' unrolls and transfer": seconds - learn_s[0]}
-    print(json.dumps({"env_steps": steps, "seconds": seconds, "wall_s": wall_s, "profile": profile}))
-"""
+ZOO_CHILD = sb3_atari.zoo_child(
+    "ppo", "Ppo.learn", "learner update (Ppo.learn)", "actors' unrolls and transfer"
+)
 
 
 def main() -> int:
     args = sb3_atari.parse_args(__doc__.splitlines()[0], default_env_steps=10_240)
-    zoo_flags = args.zoo_flags.split()
     return sb3_atari.compare(
         args,
         run_sb3=lambda python, seed: sb3_atari.run_child(
             python, SB3_CHILD, [str(seed), str(args.env_steps)], args.sb3_threads
         ),
-        run_zoo=lambda seed: sb3_atari.run_child(
-            sys.executable, ZOO_CHILD, [str(seed), str(args.env_steps), *zoo_flags], 0
-        ),
+        run_zoo=lambda seed: sb3_atari.run_zoo(ZOO_CHILD, seed, args.env_steps, args.zoo_flags.split()),
     )
 
 

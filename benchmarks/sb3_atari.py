@@ -1,5 +1,6 @@
 """What `atari_ppo_vs_sb3.py` and `atari_dqn_vs_sb3.py` share: a scratch venv with Stable-Baselines3,
-children run in fresh interpreters, alternating rounds, and the verdict on env steps per second.
+children run in fresh interpreters (the end of the SB3 child, the whole zoo child), alternating rounds,
+and the verdict on env steps per second.
 
 Stable-Baselines3 is not a dependency of the zoo. Without `--sb3_python`, the benchmark makes a venv in a
 fresh `mktemp -d` folder (removed afterwards unless `--keep_venv`) and installs into it, with pip:
@@ -17,6 +18,7 @@ import json
 import os
 import resource
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
@@ -51,6 +53,58 @@ profile[REST] -= profile[ENV]
 print(json.dumps({"env_steps": model.num_timesteps, "seconds": seconds, "wall_s": seconds,
                   "threads": torch.get_num_threads(), "profile": profile}))
 """
+
+
+# The zoo's child script of both benchmarks: `python -m deep_rl_zoo.<package>.run_atari` on Pong, one
+# iteration of env_steps training steps, no evaluation, in a temporary folder (argv: seed, env_steps, then
+# more run_atari flags), with `agent.<timed method>` timed; prints the JSON line `run_child` reads, the
+# rate from the run's results.csv and the time split into the timed method and the rest.
+_ZOO_CHILD = string.Template(
+    """
+import csv, json, os, runpy, sys, tempfile, time
+from deep_rl_zoo.${package} import agent
+
+if __name__ == "__main__":
+    seed, env_steps, extra = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+    timed_s = [0.0]
+    inner = agent.${method}
+    def timed(*args):
+        start = time.perf_counter()
+        inner(*args)
+        timed_s[0] += time.perf_counter() - start
+    agent.${method} = timed
+    with tempfile.TemporaryDirectory(prefix="atari_${package}_vs_sb3_") as work:
+        csv_path = os.path.join(work, "results.csv")
+        sys.argv = ["deep_rl_zoo.${package}.run_atari", "--environment_name=Pong", f"--seed={seed}",
+                    "--num_iterations=1", f"--num_train_steps={env_steps}", "--num_eval_steps=0",
+                    f"--checkpoint_dir={work}/checkpoints", f"--runs_dir={work}/runs",
+                    f"--results_csv_path={csv_path}", "--nouse_tensorboard", "--noshow_progress", *extra]
+        start = time.perf_counter()
+        try:
+            runpy.run_module("deep_rl_zoo.${package}.run_atari", run_name="__main__")
+        except SystemExit as e:
+            if e.code:
+                raise
+        wall_s = time.perf_counter() - start
+        with open(csv_path) as f:
+            row = list(csv.DictReader(f))[-1]
+    steps = int(row["train_env_steps"])
+    seconds = steps / float(row["train_steps_per_second"])
+    profile = {"${timed_part}": timed_s[0], "${rest_part}": seconds - timed_s[0]}
+    print(json.dumps({"env_steps": steps, "seconds": seconds, "wall_s": wall_s, "profile": profile}))
+"""
+)
+
+
+def zoo_child(package: str, method: str, timed_part: str, rest_part: str) -> str:
+    """The zoo's child script for `deep_rl_zoo.<package>.run_atari`, timing `agent.<method>` (e.g.
+    `Dqn._learn`) as `timed_part` of the profile and the rest of the training phase as `rest_part`."""
+    return _ZOO_CHILD.substitute(package=package, method=method, timed_part=timed_part, rest_part=rest_part)
+
+
+def run_zoo(child: str, seed: int, env_steps: int, flags: list[str]) -> dict:
+    """Runs the zoo's child script (`zoo_child`) for `env_steps` env steps with extra run_atari `flags`."""
+    return run_child(sys.executable, child, [str(seed), str(env_steps), *flags], 0)
 
 
 def parse_args(description: str, default_env_steps: int) -> argparse.Namespace:

@@ -69,15 +69,20 @@ def run_env_steps(
     on_step: Callable[[TimeStep, dict | None], None] | None = None,
     progress: tqdm | None = None,
 ) -> None:
-    """Runs `env_loop` for `num_steps` env steps, recording them in `stats`."""
+    """Runs `env_loop` for `num_steps` env steps, recording them in `stats`.
+
+    `on_step(timestep, game)` is called after every env step, and after a `first` timestep that reports
+    a game (`trackers.finished_game`; not an env step), with the game's summary or None."""
     if num_steps <= 0:
         return
     steps_taken = 0
     for timestep, _ in env_loop:
-        if timestep.first:
-            continue  # a reset, not an env step
-        steps_taken += 1
         episode = stats.step(timestep)
+        if timestep.first:  # a reset, not an env step
+            if episode is not None and on_step is not None:
+                on_step(timestep, episode)
+            continue
+        steps_taken += 1
         if on_step is not None:
             on_step(timestep, episode)
         if progress is not None:
@@ -165,6 +170,10 @@ def run_single_thread_training_iterations(
 
     def on_train_step(timestep: TimeStep, episode: dict | None) -> None:
         nonlocal train_episode_count
+        if timestep.first:  # only reports a game (run_env_steps): no env step, no screen of its end
+            train_episode_count += 1
+            logger.scalars("train", episode, loop_state.train_env_steps)
+            return
         loop_state.train_env_steps += 1
         step = loop_state.train_env_steps
         if warm_up.pending:
@@ -346,8 +355,7 @@ def evaluate_episodes(env: gym.Env, agent: Agent, num_episodes: int, seed: int) 
 
 def _episodes(env_loop, stats: trackers.PhaseStats, num_episodes: int):
     for timestep, action in env_loop:
-        if not timestep.first:
-            stats.step(timestep)
+        stats.step(timestep)
         yield timestep, action
         if len(stats.episode_returns) >= num_episodes:
             return

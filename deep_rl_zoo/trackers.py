@@ -1,7 +1,9 @@
 """Statistics of a run: per-phase episode statistics, TensorBoard, CSV results and screenshots.
 
 Episode statistics come only from `info["episode"]`, which `gym_env` adds when a whole game ends, so
-a lost life never counts as an episode and returns are the raw (unclipped) game scores. Every x-axis
+a lost life never counts as an episode and returns are the raw (unclipped) game scores. It comes with
+the game's last timestep, or, on the vector Atari path, with the next game's `first` timestep when the
+game ended on a step no agent took (`vector_env`, item 3): `finished_game` reads both. Every x-axis
 is the number of training env steps taken so far.
 """
 
@@ -15,6 +17,18 @@ from collections.abc import Mapping
 import numpy as np
 
 from deep_rl_zoo.types_ import TimeStep
+
+
+def finished_game(timestep: TimeStep) -> dict | None:
+    """The whole game this timestep reports as ended (`info["episode"]`: raw return and length in env
+    steps), as `{"episode_return", "episode_length"}`, or None."""
+    episode = timestep.info.get("episode")
+    if episode is None:
+        return None
+    return {
+        "episode_return": float(np.asarray(episode["r"])),
+        "episode_length": int(np.asarray(episode["l"])),
+    }
 
 
 class PhaseStats:
@@ -32,17 +46,20 @@ class PhaseStats:
         self._start_time = time.perf_counter()
 
     def step(self, timestep: TimeStep) -> dict | None:
-        """Records one env step; returns the episode summary if a whole game just ended."""
-        self.num_steps += 1
-        self.current_return += float(timestep.reward)
-        self.current_length += 1
-        episode = timestep.info.get("episode")
-        if episode is None:
+        """Records one timestep: an env step unless it is `first` (a reset), and the whole game it
+        reports as ended, if any (`finished_game`); returns that game's summary or None."""
+        if not timestep.first:
+            self.num_steps += 1
+            self.current_return += float(timestep.reward)
+            self.current_length += 1
+        game = finished_game(timestep)
+        if game is None:
             return None
-        self.episode_returns.append(float(np.asarray(episode["r"])))
-        self.episode_lengths.append(int(np.asarray(episode["l"])))
-        self.current_return, self.current_length = 0.0, 0
-        return {"episode_return": self.episode_returns[-1], "episode_length": self.episode_lengths[-1]}
+        self.episode_returns.append(game["episode_return"])
+        self.episode_lengths.append(game["episode_length"])
+        if not timestep.first:  # else the next game has started: nothing of it is counted yet
+            self.current_return, self.current_length = 0.0, 0
+        return game
 
     @property
     def steps_per_second(self) -> float:

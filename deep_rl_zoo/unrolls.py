@@ -36,8 +36,7 @@ from deep_rl_zoo.types_ import TimeStep
 class Unroll(NamedTuple):
     """What an actor sends to the learner (numpy arrays, cheap to pickle)."""
 
-    actor_index: int
-    parameter_version: int  # the parameters that chose every action of the unroll
+    actor_index: int  # (the parameters that chose its actions: the ActorMessage's parameter_version)
     observation: np.ndarray  # [T + 1, *observation_shape], s_0 ... s_T
     action: np.ndarray  # [T] int64 or [T, D] float32 (unclipped Gaussian samples), a_t in s_t
     reward: np.ndarray  # [T] float32, r_{t+1}
@@ -241,7 +240,6 @@ class UnrollActor:
             )
         return Unroll(
             actor_index=actor_index,
-            parameter_version=self._link.parameter_version,
             observation=np.stack(env.observations),
             action=np.asarray(env.actions, dtype=np.float32 if self._continuous else np.int64),
             reward=np.asarray(env.rewards, dtype=np.float32),

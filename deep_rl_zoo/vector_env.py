@@ -39,7 +39,10 @@ Where the vector Atari path differs from `gym_env.create_atari_environment` (sam
 3. A lost life (with `terminal_on_life_loss`): the single env's next life starts from the very
    observation at the loss (no emulator step); here the env must step with the others, so the new
    life starts one NOOP step later (the OpenAI-baselines convention). That step's raw reward still
-   counts in the game's score; it is not an agent decision, so it is not an env step.
+   counts in the game's score; it is not an agent decision, so it is not an env step. Should the game
+   end within that NOOP step, the env is reset in the same round and the game's `info["episode"]`
+   comes with the next game's `first` timestep: the one case where a game is reported on a first
+   timestep, which the statistics count as a game but not as an env step (`trackers.PhaseStats.step`).
 4. The frame cap (`max_num_frames_per_episode`, 108,000 by default): the C++ env's own cap has the
    fault `gym_env.FinalScreenAtariPreprocessing` fixes (when the cap falls inside a frame skip, the
    last observation's newest frame is the previous step's: measured with ale-py 0.12.1). So the C++
@@ -215,38 +218,34 @@ class AtariVectorEnvironment:
         frames, rewards, terminated, _, info = self._env.step(actions)  # C++ truncation is off
         starting = self._autoreset.copy()  # the C++ env reset these instead of stepping them
         new_life = self._new_life.copy()
-        if self._reset_here.any():
-            frames, info = self._reset_some(self._reset_here, frames, info)
-            starting |= self._reset_here
+        for i in np.flatnonzero(new_life):  # the unseen NOOP step still scores
+            self._episodes[i].raw_return += float(rewards[i])
+        # A game that ended within the NOOP step is reported on its env's next timestep, the first of
+        # the next game, reset now (item 3 of the module docstring).
+        ended_on_noop = new_life & terminated
+        finished = {i: self._episodes[i].summary() for i in np.flatnonzero(ended_on_noop)}
+        new_life &= ~ended_on_noop
+        reset_now = self._reset_here | ended_on_noop
+        if reset_now.any():
+            frames, info = self._reset_some(reset_now, frames, info)
+            starting |= reset_now
         self._autoreset[:] = self._reset_here[:] = self._new_life[:] = False
         # A new array every round: the timesteps hand out views of it, which must never change later.
         self._stacks = np.concatenate([self._stacks[:, 1:], frames], axis=1)
         if starting.any():
             self._start(starting, frames, info)
-        ended_on_noop = new_life & terminated
         if new_life.any():
             self._start(new_life, frames, info, new_game=False)
-            for i in np.flatnonzero(new_life):  # the unseen NOOP step still scores
-                self._episodes[i].raw_return += float(rewards[i])
-        stepped = ~(starting | new_life)
         timesteps = []
         for i in range(self.num_envs):
-            if stepped[i]:
-                timesteps.append(self._stepped_timestep(i, float(rewards[i]), bool(terminated[i]), info))
-            elif ended_on_noop[i]:
-                timesteps.append(self._game_over_on_noop(i))
+            if starting[i] or new_life[i]:
+                timestep = self._first_timestep(i)
+                if i in finished:
+                    timestep.info["episode"] = finished[i]
             else:
-                timesteps.append(self._first_timestep(i))
+                timestep = self._stepped_timestep(i, float(rewards[i]), bool(terminated[i]), info)
+            timesteps.append(timestep)
         return timesteps
-
-    def _game_over_on_noop(self, i: int) -> TimeStep:
-        """The game ended within the NOOP step after a lost life (not seen in practice: a game over
-        comes with the loss of the last life). The env resets next round; this timestep is a one-state
-        episode (first and terminated: nothing to learn from it) that carries the game's statistics,
-        which the trackers skip on a first timestep: the one case a whole game goes uncounted."""
-        self._autoreset[i] = True
-        info = {"lives": int(self._lives[i]), "episode": self._episodes[i].summary()}
-        return TimeStep(self._stacks[i], 0.0, True, False, True, info)
 
     def _reset_some(self, envs: np.ndarray, frames: np.ndarray, info: dict) -> tuple[np.ndarray, dict]:
         """Resets `envs` alone (partial reset); the other envs' frames and info stay this round's."""

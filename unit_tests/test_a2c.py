@@ -31,7 +31,7 @@ def _config(tmp_path, **overrides) -> train.A2cConfig:
     return train.A2cConfig(**values)
 
 
-def _unroll(actor_index, version=1, length=6, terminated_at=None):
+def _unroll(actor_index, length=6, terminated_at=None):
     rng = np.random.default_rng(actor_index)
     terminated = np.zeros(length, bool)
     valid = np.ones(length, bool)
@@ -40,7 +40,6 @@ def _unroll(actor_index, version=1, length=6, terminated_at=None):
         valid[terminated_at + 1] = False  # the pair from the terminal state to the reset
     return unrolls.Unroll(
         actor_index=actor_index,
-        parameter_version=version,
         observation=rng.standard_normal((length + 1, 4)).astype(np.float32),
         action=rng.integers(0, 2, length),
         reward=np.ones(length, np.float32),
@@ -74,8 +73,8 @@ def test_a2c_grad_learner_applies_the_mean_gradient(tmp_path):
     learner = train.build_learner(config, env, torch.device("cpu"), gradients_from_actors=True).learner
     size = sum(p.numel() for p in learner.shared_module.parameters())
     gradients = [
-        agent.Gradient(0, 1, np.full(size, 1.0, np.float32), {"loss": 1.0}),
-        agent.Gradient(1, 1, np.full(size, 3.0, np.float32), {"loss": 3.0}),
+        agent.Gradient(0, np.full(size, 1.0, np.float32), {"loss": 1.0}),
+        agent.Gradient(1, np.full(size, 3.0, np.float32), {"loss": 3.0}),
     ]
     before = [p.detach().clone() for p in learner.shared_module.parameters()]
     learner.learn(gradients)

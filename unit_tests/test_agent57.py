@@ -4,18 +4,28 @@ meta-controller and its state surviving a resume, smoke runs of every script, an
 
 import csv
 import dataclasses
+import functools
 import os
 
 import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, value_learning
+from deep_rl_zoo import value_learning
 from deep_rl_zoo.agent57 import agent, eval_agent, run_atari, train
-from deep_rl_zoo.config import EvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.ngu import agent as ngu_agent
-from deep_rl_zoo.types_ import TimeStep
+from unit_tests.distributed_helpers import (
+    TINY_SEQUENCE_RUN,
+    PositionVelocityEnv,
+    RecordingLink,
+    evaluate_latest,
+    novelty_learner,
+    recurrent_replay_atari_smoke,
+    timestep,
+    tiny_config,
+    train_then_resume,
+)
 
 h = value_learning.signed_hyperbolic
 
@@ -103,24 +113,7 @@ def test_learner_q_loss_is_the_sum_of_the_two_streams_losses():
             )
 
     networks = train.ngu_train.build_novelty_modules({"num_actors": 1}, Fixed(), (2,), 2)
-    learner = agent.Agent57(
-        networks=networks,
-        optimizer=torch.optim.Adam(networks.parameters()),
-        replay=ngu_agent.PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0)),
-        betas=[0.0, 0.5],
-        gammas=[0.9, 0.5],
-        burn_in=0,
-        batch_size=2,
-        min_replay_size=4,
-        updates_per_env_step=0.5,
-        n_step=1,
-        target_network_update_period=10,
-        importance_sampling_exponent=0.6,
-        priority_eta=0.9,
-        rescaling_eps=1e-3,
-        max_grad_norm=10.0,
-        device=torch.device("cpu"),
-    )
+    learner = novelty_learner(agent.Agent57, networks, n_step=1, target_network_update_period=10)
     steps, batch = 3, 1
     zeros = torch.zeros(steps, batch, dtype=torch.int64)
     r_e, r_i = torch.full((steps, batch), 1.0), torch.full((steps, batch), 2.0)
@@ -188,45 +181,20 @@ def test_actor_reads_its_bandit_row_once_and_chooses_j_at_each_episode_start():
             "bandit_returns": [-5.0, -9.0, 0.0],
         },
     )
-    link = _Link(1)
-    actor, _ = train.build_actor(config, _Env(), torch.device("cpu"), link, 0)
+    link = RecordingLink(actor_index=1)
+    actor, _ = train.build_actor(config, PositionVelocityEnv(), torch.device("cpu"), link, 0)
     actor._networks.load_state_dict(networks.state_dict())  # what wait_for_new_parameters does
-    actor.step(_timestep([0.0, 0.0], first=True))
+    actor.step(timestep([0.0, 0.0], first=True))
     # scores -5 + 1, -9 + 1, 0 + 1: arm 2
     assert actor.statistics["policy_index"] == 2.0
-    actor.step(_timestep([0.1, 0.0], reward=-1.0))
-    actor.step(_timestep([0.2, 0.0], reward=-1.0, terminated=True))  # return -2 for arm 2: mean -1
-    actor.step(_timestep([0.0, 0.0], first=True))
+    actor.step(timestep([0.1, 0.0], reward=-1.0))
+    actor.step(timestep([0.2, 0.0], reward=-1.0, terminated=True))  # return -2 for arm 2: mean -1
+    actor.step(timestep([0.0, 0.0], first=True))
     # means -5, -9, (0 - 2) / 2 = -1 with count 2: -1 + sqrt(1/2) = -0.29 still the best
     assert actor.statistics["policy_index"] == 2.0
-    actor.step(_timestep([0.1, 0.0], reward=-1.0))  # completes a block of 2: its message carries the bandit
-    assert link.messages[-1].actor_state["bandit_arms"] == [0, 1, 2, 2]
-    assert link.messages[-1].actor_state["bandit_returns"] == [-5.0, -9.0, 0.0, -2.0]
-
-
-class _Link:
-    def __init__(self, actor_index):
-        self.actor_index = actor_index
-        self.messages = []
-
-    def send(self, payload, statistics=None):
-        self.messages.append(payload)
-
-    def pull_parameters(self):
-        return False
-
-
-class _Env:
-    class _Space:
-        shape = (2,)
-        n = 3
-
-    observation_space = _Space()
-    action_space = _Space()
-
-
-def _timestep(observation, first=False, reward=0.0, terminated=False, truncated=False):
-    return TimeStep(np.asarray(observation, np.float32), reward, terminated, truncated, first, {})
+    actor.step(timestep([0.1, 0.0], reward=-1.0))  # completes a block of 2: its message carries the bandit
+    assert link.sent[-1].actor_state["bandit_arms"] == [0, 1, 2, 2]
+    assert link.sent[-1].actor_state["bandit_returns"] == [-5.0, -9.0, 0.0, -2.0]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -234,27 +202,8 @@ def _timestep(observation, first=False, reward=0.0, terminated=False, truncated=
 
 
 def _config(tmp_path, **overrides) -> train.Agent57Config:
-    values = dict(
-        environment_name="MountainCar-v0",
-        num_iterations=2,
-        num_train_steps=60,
-        num_eval_steps=50,
-        max_episode_steps=20,
-        num_actors=2,
-        num_policies=2,
-        sequence_length=8,
-        burn_in=2,
-        min_replay_size=16,
-        batch_size=2,
-        replay_capacity=1000,
-        checkpoint_dir=str(tmp_path / "checkpoints"),
-        runs_dir=str(tmp_path / "runs"),
-        use_tensorboard=False,
-        show_progress=False,
-        stop_when_solved=False,
-    )
-    values.update(overrides)
-    return train.Agent57Config(**values)
+    mountain_car = dict(environment_name="MountainCar-v0", max_episode_steps=20, num_policies=2)
+    return tiny_config(train.Agent57Config, tmp_path, TINY_SEQUENCE_RUN, mountain_car, overrides)
 
 
 @pytest.mark.parametrize(
@@ -279,88 +228,37 @@ def test_continuous_env_is_a_config_error(tmp_path):
 
 @pytest.mark.smoke
 def test_run_classic_resume_keeps_the_bandits_then_eval_agent(tmp_path):
-    train.main(_config(tmp_path, num_iterations=1))
-    path = tmp_path / "checkpoints" / "Agent57_MountainCar-v0"
-    first = checkpoint.load_checkpoint(
-        str(path / "Agent57_MountainCar-v0_0.ckpt"), "Agent57", "MountainCar-v0"
-    )
-    saved = first["agent"]["networks"]
+    first, later = train_then_resume(train, functools.partial(_config, tmp_path), "Agent57")
+    saved = first["networks"]
     assert int(saved["actor_memory.bandit_length"][:2].sum()) > 0  # episodes of 20 steps: bandits played
     assert "q.extrinsic.head.weight" in saved and "q.intrinsic.head.weight" in saved
-    resumed = train.main(_config(tmp_path, num_iterations=2, resume=True))
-    assert resumed.next_iteration == 2
-    later = checkpoint.load_checkpoint(
-        str(path / "Agent57_MountainCar-v0_1.ckpt"), "Agent57", "MountainCar-v0"
-    )
     # The resumed actors read their rows: each bandit's history continued from the checkpoint's.
     for row in range(2):
         before = int(saved["actor_memory.bandit_length"][row])
-        after = int(later["agent"]["networks"]["actor_memory.bandit_length"][row])
+        after = int(later["networks"]["actor_memory.bandit_length"][row])
         assert after >= before
         np.testing.assert_array_equal(
-            later["agent"]["networks"]["actor_memory.bandit_arms"][row, :before],
+            later["networks"]["actor_memory.bandit_arms"][row, :before],
             saved["actor_memory.bandit_arms"][row, :before],
         )
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name="MountainCar-v0",
-            num_episodes=1,
-            max_episode_steps=20,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "video"),
-        )
+    returns = evaluate_latest(
+        eval_agent, tmp_path, environment_name="MountainCar-v0", num_episodes=1, max_episode_steps=20
     )
     assert returns == [-20.0]
-    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
 
 
 @pytest.mark.smoke
 def test_run_atari_smoke_with_one_actor(tmp_path):
-    config = train.Agent57Config(
-        **{
-            **run_atari.DEFAULTS,
-            "environment_name": "Pong",
-            "num_iterations": 1,
-            "num_train_steps": 48,
-            "num_eval_steps": 20,
-            "max_episode_steps": 30,
-            "num_actors": 1,
-            "num_policies": 2,
-            "sequence_length": 8,
-            "burn_in": 2,
-            "lstm_size": 16,
-            "head_hidden_sizes": (),
-            "replay_capacity": 1000,
-            "min_replay_size": 16,
-            "batch_size": 2,
-            "updates_per_env_step": 0.25,
-            "episodic_memory_capacity": 100,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    state = train.main(config)
-    assert state.train_env_steps >= 48
-    payload = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "Agent57_Pong" / "Agent57_Pong_0.ckpt"),
+    recurrent_replay_atari_smoke(
+        tmp_path,
         "Agent57",
-        "PongNoFrameskip-v4",
+        train,
+        train.Agent57Config,
+        run_atari.DEFAULTS,
+        eval_agent,
+        num_policies=2,
+        episodic_memory_capacity=100,
     )
-    assert payload["agent"]["learner_steps"] > 0
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name="Pong",
-            num_episodes=1,
-            max_episode_steps=30,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "video"),
-        )
-    )
-    assert len(returns) == 1
 
 
 @pytest.mark.learning

@@ -141,7 +141,7 @@ def _config(tmp_path, **overrides) -> train.ImpalaConfig:
     return train.ImpalaConfig(**values)
 
 
-def _random_unroll(actor_index, version, length=8, lstm_size=0):
+def _random_unroll(actor_index, length=8, lstm_size=0):
     rng = np.random.default_rng(actor_index)
     valid = np.ones(length, bool)
     valid[3] = False  # s_3 ended an episode (s_3 terminal): pair 3 -> 4 is no transition
@@ -151,7 +151,6 @@ def _random_unroll(actor_index, version, length=8, lstm_size=0):
     first[[0, 4]] = True
     return unrolls.Unroll(
         actor_index=actor_index,
-        parameter_version=version,
         observation=rng.standard_normal((length + 1, 4)).astype(np.float32),
         first=first,
         action=rng.integers(0, 2, length),
@@ -169,8 +168,8 @@ def test_learner_takes_a_step_from_off_policy_unrolls(tmp_path, lstm_size):
     config = _config(tmp_path, lstm_size=lstm_size)
     learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
     before = [p.detach().clone() for p in learner.shared_module.parameters()]
-    learner.learn([_random_unroll(0, 1, lstm_size=lstm_size), _random_unroll(1, 1, lstm_size=lstm_size)])
-    learner.learn([_random_unroll(0, 1, lstm_size=lstm_size), _random_unroll(1, 2, lstm_size=lstm_size)])
+    learner.learn([_random_unroll(0, lstm_size=lstm_size), _random_unroll(1, lstm_size=lstm_size)])
+    learner.learn([_random_unroll(0, lstm_size=lstm_size), _random_unroll(1, lstm_size=lstm_size)])
     assert any(not torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
     statistics = learner.statistics  # (the loop reports the actors' lag: test_distributed)
     assert statistics["learner_steps"] == 2 and statistics["env_steps_learned"] == 32
@@ -180,7 +179,7 @@ def test_learner_takes_a_step_from_off_policy_unrolls(tmp_path, lstm_size):
 def test_learner_rejects_unrolls_of_different_lengths(tmp_path):
     learner = train.build_learner(_config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu")).learner
     with pytest.raises(ValueError, match="different lengths"):
-        learner.learn([_random_unroll(0, 1, 8), _random_unroll(1, 1, 6)])
+        learner.learn([_random_unroll(0, 8), _random_unroll(1, 6)])
 
 
 # ----------------------------------------------------------------------------------------------------

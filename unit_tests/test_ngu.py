@@ -5,6 +5,7 @@ messages), smoke runs of every script, resume, bad input, and a learning milesto
 
 import csv
 import dataclasses
+import functools
 import os
 
 import numpy as np
@@ -12,13 +13,21 @@ import pytest
 import torch
 from torch import nn
 
-from deep_rl_zoo import checkpoint, exploration, value_learning
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo import exploration, value_learning
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
 from deep_rl_zoo.ngu import agent, eval_agent, run_atari, train
-from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
-from deep_rl_zoo.types_ import TimeStep
+from unit_tests.distributed_helpers import (
+    TINY_SEQUENCE_RUN,
+    PositionVelocityEnv,
+    RecordingLink,
+    evaluate_latest,
+    novelty_learner,
+    recurrent_replay_atari_smoke,
+    timestep,
+    tiny_config,
+    train_then_resume,
+)
 
 h = value_learning.signed_hyperbolic
 
@@ -95,28 +104,9 @@ class _ZeroQ(nn.Module):
         return q_values
 
 
-def _learner(q: nn.Module, betas, gammas, n_step=2, burn_in=0, **overrides):
+def _learner(q: nn.Module, **overrides):
     networks = train.build_novelty_modules({"num_actors": 2}, q, (2,), 2)
-    values = dict(
-        networks=networks,
-        optimizer=torch.optim.Adam(networks.parameters(), lr=1e-3),
-        replay=PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0)),
-        betas=betas,
-        gammas=gammas,
-        burn_in=burn_in,
-        batch_size=2,
-        min_replay_size=4,
-        updates_per_env_step=0.5,
-        n_step=n_step,
-        target_network_update_period=100,
-        importance_sampling_exponent=0.6,
-        priority_eta=0.9,
-        rescaling_eps=1e-3,
-        max_grad_norm=10.0,
-        device=torch.device("cpu"),
-    )
-    values.update(overrides)
-    return agent.Ngu(**values)
+    return novelty_learner(agent.Ngu, networks, **overrides)
 
 
 def _sequences(policy_index, r_e=1.0, r_i=2.0, steps=4):
@@ -141,7 +131,7 @@ def _sequences(policy_index, r_e=1.0, r_i=2.0, steps=4):
 
 
 def test_intrinsic_reward_reaches_the_target_with_beta_and_gamma_of_each_sequences_policy():
-    learner = _learner(_ZeroQ(), betas=[0.0, 0.5], gammas=[0.9, 0.5], n_step=2)
+    learner = _learner(_ZeroQ())  # betas 0, 0.5; gammas 0.9, 0.5; n = 2
     per_sequence, abs_td, mask, _ = learner.q_loss(_sequences([0, 1]))
     # Transition 0, two steps then a bootstrap of h^-1(0) = 0:
     # sequence 0 (j = 0): r = 1 + 0 * 2 = 1, y = h(1 + 0.9 * 1) = h(1.9)
@@ -169,7 +159,7 @@ def test_inverse_model_learns_only_transitions_within_an_episode():
 
 
 def test_learner_keeps_each_actors_memory_row_and_rnd_statistics_from_its_messages():
-    learner = _learner(_ZeroQ(), betas=[0.0, 0.5], gammas=[0.9, 0.5], min_replay_size=1000)
+    learner = _learner(_ZeroQ(), min_replay_size=1000)
     block = agent.SequenceBlock(
         actor_index=1,
         observation=np.array([[1.0, 2.0], [3.0, 4.0]], np.float32),
@@ -201,24 +191,6 @@ def test_learner_keeps_each_actors_memory_row_and_rnd_statistics_from_its_messag
 # The actor
 
 
-class _Link:
-    def __init__(self, actor_index):
-        self.actor_index = actor_index
-        self.messages = []
-        self.statistics = []
-
-    def send(self, payload, statistics=None):
-        self.messages.append(payload)
-        self.statistics.append(statistics)
-
-    def pull_parameters(self):
-        return False
-
-
-def _timestep(observation, first=False, reward=0.0, terminated=False, truncated=False):
-    return TimeStep(np.asarray(observation, np.float32), reward, terminated, truncated, first, {})
-
-
 def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_lifelong_reward():
     config = train.NguConfig(
         environment_name="MountainCar-v0", num_actors=3, num_policies=2, sequence_length=4, burn_in=1
@@ -232,14 +204,14 @@ def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_life
         networks.rnd_error.var.fill_((error / 2) ** 2 - 1e-8)
         networks.actor_memory.distance_mean[2] = 4.0  # actor 2's running mean from an earlier life
         networks.actor_memory.distance_count[2] = 1.0
-    link = _Link(actor_index=2)
+    link = RecordingLink(actor_index=2)
     actor = train.actor_for(
-        config, _Env(), torch.device("cpu"), link, 0, networks, agent.FixedPolicy(2 % 2), "NGU"
+        config, PositionVelocityEnv(), torch.device("cpu"), link, 0, networks, agent.FixedPolicy(2 % 2), "NGU"
     )
-    actions = [actor.step(_timestep(observations[0], first=True))]
+    actions = [actor.step(timestep(observations[0], first=True))]
     for o in observations[1:]:
-        actions.append(actor.step(_timestep(o, reward=-1.0)))
-    (message,) = link.messages[:1]
+        actions.append(actor.step(timestep(o, reward=-1.0)))
+    (message,) = link.sent[:1]
     block = message.block
     assert block.extras["policy_index"].tolist() == [0, 0]  # actor 2 of 2 policies plays j = 0
     assert block.extras["previous_action"].tolist() == [0, actions[0]]
@@ -258,26 +230,21 @@ def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_life
 
 def test_actor_i_plays_policy_i_mod_n_and_empties_its_memory_at_each_episode_start():
     config = train.NguConfig(num_actors=4, num_policies=3, sequence_length=4, burn_in=1)
-    actor, _ = train.build_actor(config, _Env(), torch.device("cpu"), _Link(actor_index=3), 0)
-    actor.step(_timestep([0.0, 0.0], first=True))
+    actor, _ = train.build_actor(
+        config, PositionVelocityEnv(), torch.device("cpu"), RecordingLink(actor_index=3), 0
+    )
+    actor.step(timestep([0.0, 0.0], first=True))
     assert actor.statistics["policy_index"] == 0.0  # 3 mod 3
-    actor.step(_timestep([0.5, 0.0], reward=-1.0))
-    actor.step(_timestep([1.0, 0.0], reward=-1.0, terminated=True))
+    actor.step(timestep([0.5, 0.0], reward=-1.0))
+    actor.step(timestep([1.0, 0.0], reward=-1.0, terminated=True))
     assert actor._memory._size == 3
-    actor.step(_timestep([0.0, 0.0], first=True))
+    actor.step(timestep([0.0, 0.0], first=True))
     assert actor._memory._size == 1  # only the new episode's first embedding
-    actor, _ = train.build_actor(config, _Env(), torch.device("cpu"), _Link(actor_index=2), 0)
-    actor.step(_timestep([0.0, 0.0], first=True))
+    actor, _ = train.build_actor(
+        config, PositionVelocityEnv(), torch.device("cpu"), RecordingLink(actor_index=2), 0
+    )
+    actor.step(timestep([0.0, 0.0], first=True))
     assert actor.statistics["policy_index"] == 2.0
-
-
-class _Env:
-    class _Space:
-        shape = (2,)
-        n = 3
-
-    observation_space = _Space()
-    action_space = _Space()
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -285,27 +252,8 @@ class _Env:
 
 
 def _config(tmp_path, **overrides) -> train.NguConfig:
-    values = dict(
-        environment_name="MountainCar-v0",
-        num_iterations=2,
-        num_train_steps=60,
-        num_eval_steps=50,
-        max_episode_steps=40,
-        num_actors=2,
-        num_policies=2,
-        sequence_length=8,
-        burn_in=2,
-        min_replay_size=16,
-        batch_size=2,
-        replay_capacity=1000,
-        checkpoint_dir=str(tmp_path / "checkpoints"),
-        runs_dir=str(tmp_path / "runs"),
-        use_tensorboard=False,
-        show_progress=False,
-        stop_when_solved=False,
-    )
-    values.update(overrides)
-    return train.NguConfig(**values)
+    mountain_car = dict(environment_name="MountainCar-v0", max_episode_steps=40, num_policies=2)
+    return tiny_config(train.NguConfig, tmp_path, TINY_SEQUENCE_RUN, mountain_car, overrides)
 
 
 @pytest.mark.parametrize(
@@ -342,36 +290,23 @@ def test_several_envs_per_actor_is_a_config_error(tmp_path):
 
 @pytest.mark.smoke
 def test_run_classic_resume_restores_everything_then_eval_agent(tmp_path):
-    train.main(_config(tmp_path, num_iterations=1))
-    path = tmp_path / "checkpoints" / "NGU_MountainCar-v0"
-    first = checkpoint.load_checkpoint(str(path / "NGU_MountainCar-v0_0.ckpt"), "NGU", "MountainCar-v0")
-    assert first["agent"]["learner_steps"] > 0
-    saved = first["agent"]["networks"]
+    first, later = train_then_resume(train, functools.partial(_config, tmp_path), "NGU")
+    assert first["learner_steps"] > 0
+    saved = first["networks"]
     assert float(saved["rnd.normalizer.count"]) > 1 and float(saved["rnd_error.count"]) > 1
     assert float(saved["actor_memory.distance_count"].sum()) > 0  # the actors' rows reached the learner
 
     # Resuming loads every buffer and parameter exactly (the learner before its first new step).
     learner = train.build_learner(_config(tmp_path), _MountainCarSpaces(), torch.device("cpu")).learner
-    learner.load_state_dict(first["agent"])
+    learner.load_state_dict(first)
     for name, value in learner.state_dict()["networks"].items():
         torch.testing.assert_close(value, saved[name], rtol=0, atol=0)
 
-    resumed = train.main(_config(tmp_path, num_iterations=2, resume=True))
-    assert resumed.next_iteration == 2
-    later = checkpoint.load_checkpoint(str(path / "NGU_MountainCar-v0_1.ckpt"), "NGU", "MountainCar-v0")
-    assert later["agent"]["env_steps"] > first["agent"]["env_steps"]  # counted on, not restarted
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name="MountainCar-v0",
-            num_episodes=1,
-            max_episode_steps=40,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "video"),
-        )
+    assert later["env_steps"] > first["env_steps"]  # counted on, not restarted
+    returns = evaluate_latest(
+        eval_agent, tmp_path, environment_name="MountainCar-v0", num_episodes=1, max_episode_steps=40
     )
     assert returns == [-40.0]
-    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
 
 
 class _MountainCarSpaces:
@@ -383,48 +318,16 @@ class _MountainCarSpaces:
 
 @pytest.mark.smoke
 def test_run_atari_smoke_with_one_actor(tmp_path):
-    config = train.NguConfig(
-        **{
-            **run_atari.DEFAULTS,
-            "environment_name": "Pong",
-            "num_iterations": 1,
-            "num_train_steps": 48,
-            "num_eval_steps": 20,
-            "max_episode_steps": 30,
-            "num_actors": 1,
-            "num_policies": 2,
-            "sequence_length": 8,
-            "burn_in": 2,
-            "lstm_size": 16,
-            "head_hidden_sizes": (),
-            "replay_capacity": 1000,
-            "min_replay_size": 16,
-            "batch_size": 2,
-            "updates_per_env_step": 0.25,
-            "episodic_memory_capacity": 100,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
+    recurrent_replay_atari_smoke(
+        tmp_path,
+        "NGU",
+        train,
+        train.NguConfig,
+        run_atari.DEFAULTS,
+        eval_agent,
+        num_policies=2,
+        episodic_memory_capacity=100,
     )
-    state = train.main(config)
-    assert state.train_env_steps >= 48
-    payload = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "NGU_Pong" / "NGU_Pong_0.ckpt"), "NGU", "PongNoFrameskip-v4"
-    )
-    assert payload["agent"]["learner_steps"] > 0
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name="Pong",
-            num_episodes=1,
-            max_episode_steps=30,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "video"),
-        )
-    )
-    assert len(returns) == 1
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ the other; averaged over N transitions, each is divided by N.
 """
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -57,44 +59,47 @@ def _parameter(values) -> nn.Parameter:
     return nn.Parameter(torch.tensor(values, dtype=torch.float32))
 
 
-class TableActor(nn.Module):
-    """logits[s] for observation [s]."""
+class Table(nn.Module):
+    """A network made of tables: for observation [s], `output(*(table[s] for each table))`. Each table is
+    a parameter named as given (`network.logits`, `network.values`, ...)."""
 
-    def __init__(self, logits):
+    def __init__(self, output: Callable[..., Any], **tables):
         super().__init__()
-        self.logits = _parameter(logits)
+        self._output = output
+        self._names = tuple(tables)
+        for name, values in tables.items():
+            self.register_parameter(name, _parameter(values))
 
     def forward(self, x):
-        return ActorOutput(pi_logits=self.logits[x[..., 0].long()])
+        s = x[..., 0].long()
+        return self._output(*(getattr(self, name)[s] for name in self._names))
 
 
-class TableCritic(nn.Module):
-    """values[s] for observation [s]."""
-
-    def __init__(self, values):
-        super().__init__()
-        self.values = _parameter(values)
-
-    def forward(self, x):
-        return CriticOutput(value=self.values[x[..., 0].long()])
+def TableActor(logits) -> Table:  # noqa: N802 (named like the network it stands for)
+    return Table(ActorOutput, logits=logits)
 
 
-class TableActorCritic(nn.Module):
+def TableCritic(values) -> Table:  # noqa: N802
+    return Table(CriticOutput, values=values)
+
+
+def TableQ(q_values) -> Table:  # noqa: N802
+    return Table(QNetworkOutput, q=q_values)
+
+
+class TableActorCritic(Table):
     """logits[s] and values[s] for observation [s]; `seen_means` records an observation normaliser's
     mean at every forward pass, when one is given."""
 
     def __init__(self, logits, values, normalizer: ObservationNormalizer | None = None):
-        super().__init__()
-        self.logits = _parameter(logits)
-        self.values = _parameter(values)
+        super().__init__(ActorCriticOutput, logits=logits, values=values)
         self.normalizer = normalizer
         self.seen_means: list[float] = []
 
     def forward(self, x):
         if self.normalizer is not None:
             self.seen_means.append(float(self.normalizer.mean[0]))
-        s = x[..., 0].long()
-        return ActorCriticOutput(pi_logits=self.logits[s], value=self.values[s])
+        return super().forward(x)
 
 
 class TableGaussianActorCritic(nn.Module):
@@ -112,26 +117,14 @@ class TableGaussianActorCritic(nn.Module):
         return GaussianActorCriticOutput(mean, self.log_std.expand_as(mean), self.values[s])
 
 
-class TableQ(nn.Module):
-    def __init__(self, q_values):
-        super().__init__()
-        self.q = _parameter(q_values)
-
-    def forward(self, x):
-        return QNetworkOutput(q_values=self.q[x[..., 0].long()])
-
-
-class TableImpalaNetwork(nn.Module):
+class TableImpalaNetwork(Table):
     """IMPALA's interface (time-major, with `first` and a core state) over tables, without an LSTM."""
 
     def __init__(self, logits, values):
-        super().__init__()
-        self.logits = _parameter(logits)
-        self.values = _parameter(values)
+        super().__init__(ImpalaOutput, logits=logits, values=values)
 
     def forward(self, x, first, core_state):
-        s = x[..., 0].long()  # [T + 1, B]
-        return ImpalaOutput(pi_logits=self.logits[s], value=self.values[s]), core_state
+        return super().forward(x), core_state  # x: [T + 1, B, 1]
 
 
 class RecordingSgd(torch.optim.SGD):
@@ -381,11 +374,10 @@ def test_actor_critic_entropy_bonus_pushes_towards_uniform():
 # A2C and A2C-grad
 
 
-def _unroll(actor_index, states, actions, rewards, terminated=None, truncated=None, valid=None, version=1):
+def _unroll(actor_index, states, actions, rewards, terminated=None, truncated=None, valid=None):
     n = len(actions)
     return unrolls.Unroll(
         actor_index=actor_index,
-        parameter_version=version,
         observation=np.array(states, np.float32)[:, None],
         action=np.asarray(actions),
         reward=np.asarray(rewards, np.float32),
@@ -468,7 +460,7 @@ def test_a2c_grad_actor_sends_the_gradient_of_its_own_unroll_afresh_each_time():
     for _ in range(2):  # the second call must not add to the first call's gradient
         gradient = computer(unroll)
         np.testing.assert_allclose(gradient.gradient, expected, rtol=1e-6, atol=1e-7)
-        assert gradient.actor_index == 0 and gradient.parameter_version == 1
+        assert gradient.actor_index == 0
 
 
 def test_a2c_grad_learner_applies_the_mean_of_the_actors_gradients():
@@ -476,8 +468,8 @@ def test_a2c_grad_learner_applies_the_mean_of_the_actors_gradients():
     optimizer = RecordingSgd(network.parameters())
     learner = _a2c_learner(a2c_agent.A2cGrad, network, optimizer)
     gradients = [
-        a2c_agent.Gradient(1, 1, np.array([3.0, 0.0, 6.0], np.float32), {"loss": 3.0}),
-        a2c_agent.Gradient(0, 1, np.array([1.0, 2.0, -2.0], np.float32), {"loss": 1.0}),
+        a2c_agent.Gradient(1, np.array([3.0, 0.0, 6.0], np.float32), {"loss": 3.0}),
+        a2c_agent.Gradient(0, np.array([1.0, 2.0, -2.0], np.float32), {"loss": 1.0}),
     ]
     learner.learn(gradients)
     # mean: [(1 + 3) / 2, (2 + 0) / 2, (-2 + 6) / 2] = [2, 1, 2]
@@ -490,7 +482,7 @@ def test_a2c_grad_learner_clips_the_mean_gradient():
     network = TableActorCritic([[0.0, 0.0]], [0.0])
     optimizer = RecordingSgd(network.parameters())
     learner = _a2c_learner(a2c_agent.A2cGrad, network, optimizer, max_grad_norm=1.0)
-    learner.learn([a2c_agent.Gradient(0, 1, np.array([3.0, 0.0, 4.0], np.float32), {"loss": 0.0})] * 2)
+    learner.learn([a2c_agent.Gradient(0, np.array([3.0, 0.0, 4.0], np.float32), {"loss": 0.0})] * 2)
     # mean [3, 0, 4] has norm 5: clipped to norm 1, [0.6, 0, 0.8]
     torch.testing.assert_close(optimizer.grad(network.logits), torch.tensor([[0.6, 0.0]]))
     torch.testing.assert_close(optimizer.grad(network.values), torch.tensor([0.8]))
@@ -808,7 +800,6 @@ def _impala_unroll(states, actions, behaviour_logits, rewards, terminated=None, 
         first[1:][~np.asarray(valid)] = True  # the state after an episode's last one starts the next
     return unrolls.Unroll(
         actor_index=0,
-        parameter_version=1,
         observation=np.array(states, np.float32)[:, None],
         first=first,
         action=np.asarray(actions, np.int64),
@@ -897,18 +888,10 @@ def test_impala_entropy_bonus_pushes_towards_uniform():
 # PPO-RND and PPO-ICM: what they feed PPO's optimisation (`PpoOptimisation`, checked above through PPO)
 
 
-class TableTwoValue(nn.Module):
-    """logits[s], extrinsic values[s] and intrinsic values[s] for observation [s] (RND's two heads)."""
-
-    def __init__(self, num_states):
-        super().__init__()
-        self.logits = _parameter([[0.0, 0.0]] * num_states)
-        self.extrinsic = _parameter([0.0] * num_states)
-        self.intrinsic = _parameter([0.0] * num_states)
-
-    def forward(self, x):
-        s = x[..., 0].long()
-        return TwoValueOutput(self.logits[s], self.extrinsic[s], self.intrinsic[s])
+def TableTwoValue(num_states) -> Table:  # noqa: N802
+    """Zero logits[s], extrinsic values[s] and intrinsic values[s] for observation [s] (RND's two heads)."""
+    zeros = [0.0] * num_states
+    return Table(TwoValueOutput, logits=[[0.0, 0.0]] * num_states, extrinsic=zeros, intrinsic=zeros)
 
 
 class SquareRnd(nn.Module):
@@ -931,6 +914,12 @@ class SquareRnd(nn.Module):
         return [self.w]
 
 
+def _rnd_parts(num_states=4):
+    """A two-value table network over `num_states` states, `SquareRnd` and an optimizer of both."""
+    network, rnd = TableTwoValue(num_states), SquareRnd()
+    return network, rnd, RecordingSgd(list(network.parameters()) + [rnd.w])
+
+
 def _ppo_rnd(network, rnd, optimizer, predictor_proportion=1.0, extrinsic_discount=0.0, reward_scaler=None):
     return PpoRnd(
         network=network, rnd=rnd, optimizer=optimizer, num_actors=1,
@@ -948,8 +937,7 @@ RND_UNROLL = dict(states=[0, 1, 2, 3], actions=[0, 1, 0], rewards=[1.0, 0.0, 0.0
 
 
 def test_ppo_rnd_intrinsic_reward_is_the_error_of_the_next_observation():
-    network, rnd = TableTwoValue(4), SquareRnd()
-    learner = _ppo_rnd(network, rnd, RecordingSgd(list(network.parameters()) + [rnd.w]))
+    learner = _ppo_rnd(*_rnd_parts())
     batch = unrolls.stack_unrolls([_unroll(0, **RND_UNROLL)], [np.array([1.0, 0.0, 0.0], np.float32)], CPU)
     r_int = learner.advantages(batch, [0]).intrinsic_reward[:, 0]
     # errors 1^2, 2^2, 3^2 of s_1, s_2, s_3, all divided by the same running std of the intrinsic return
@@ -957,8 +945,7 @@ def test_ppo_rnd_intrinsic_reward_is_the_error_of_the_next_observation():
 
 
 def test_ppo_rnd_value_heads_regress_on_their_own_returns_and_the_predictor_on_next_observations():
-    network, rnd = TableTwoValue(4), SquareRnd()
-    optimizer = RecordingSgd(list(network.parameters()) + [rnd.w])
+    network, rnd, optimizer = _rnd_parts()
     learner = _ppo_rnd(network, rnd, optimizer)
     learner.learn([_unroll(0, **RND_UNROLL)])
     assert len(optimizer.steps) == 1  # one epoch, one minibatch of the 3 transitions
@@ -975,8 +962,7 @@ def test_ppo_rnd_value_heads_regress_on_their_own_returns_and_the_predictor_on_n
 
 
 def test_ppo_rnd_predictor_learns_only_from_its_proportion_of_the_minibatch():
-    network, rnd = TableTwoValue(4), SquareRnd()
-    optimizer = RecordingSgd(list(network.parameters()) + [rnd.w])
+    network, rnd, optimizer = _rnd_parts()
     # a proportion so small that no transition of the 3 is drawn: the predictor gets no gradient at all
     _ppo_rnd(network, rnd, optimizer, predictor_proportion=1e-9).learn([_unroll(0, **RND_UNROLL)])
     assert optimizer.grad(rnd.w).item() == 0.0
@@ -985,8 +971,7 @@ def test_ppo_rnd_predictor_learns_only_from_its_proportion_of_the_minibatch():
 def test_ppo_rnd_learns_from_scaled_extrinsic_rewards():
     # As PPO's test: rewards 2, 2 from one stream, gamma_E 0.5: each scaled to 2 / sqrt(0.25) = 4;
     # V_E = 0, lambda 1: targets G_1 = 4, G_0 = 4 + 0.5 * 4 = 6; value_coef 0.5 * (0 - G) / 2
-    network, rnd = TableTwoValue(3), SquareRnd()
-    optimizer = RecordingSgd(list(network.parameters()) + [rnd.w])
+    network, rnd, optimizer = _rnd_parts(3)
     learner = _ppo_rnd(network, rnd, optimizer, extrinsic_discount=0.5, reward_scaler=RewardScaler(1, 0.5))
     learner.learn([_unroll(0, [0, 1, 2], [0, 1], [2.0, 2.0])])
     expected = torch.tensor([-6.0 / 4, -4.0 / 4, 0.0])
@@ -1010,6 +995,12 @@ class ShiftIcm(nn.Module):
         )
 
 
+def _icm_parts():
+    """A table actor-critic over 7 states, `ShiftIcm` and an optimizer of both."""
+    network, icm = TableActorCritic([[0.0, 0.0]] * 7, [0.0] * 7), ShiftIcm()
+    return network, icm, RecordingSgd(list(network.parameters()) + list(icm.parameters()))
+
+
 def _ppo_icm(network, icm, optimizer, eta=2.0, observation_normalizer=None, normalize_intrinsic_reward=False):
     return PpoIcm(
         network=network, icm=icm, optimizer=optimizer, num_actors=1, discount=0.99, gae_lambda=1.0,
@@ -1025,8 +1016,7 @@ ICM_UNROLL = dict(states=[0, 1, 3, 6], actions=[0, 1, 0], rewards=[0.0, 0.0, 0.0
 
 
 def test_ppo_icm_intrinsic_reward_is_the_forward_error_of_each_transition_and_none_across_a_reset():
-    network, icm = TableActorCritic([[0.0, 0.0]] * 7, [0.0] * 7), ShiftIcm()
-    learner = _ppo_icm(network, icm, RecordingSgd(list(network.parameters()) + list(icm.parameters())))
+    learner = _ppo_icm(*_icm_parts())
     batch = _batch_of(_unroll(0, **ICM_UNROLL, valid=[True, False, True]))  # pair 1 links two episodes
     # eta / 2 * (phi(s_t) + 0 - phi(s_{t+1}))^2 = (2 / 2) * (1, 2, 3)^2, and 0 on the reset pair
     torch.testing.assert_close(learner.intrinsic_rewards(batch)[:, 0], torch.tensor([1.0, 0.0, 9.0]))
@@ -1035,18 +1025,13 @@ def test_ppo_icm_intrinsic_reward_is_the_forward_error_of_each_transition_and_no
 def test_ppo_icm_reads_observations_through_the_policy_normaliser():
     normalizer = ObservationNormalizer((1,))
     normalizer.var.fill_(4.0)  # mean 0, std 2: phi = s / 2, differences 0.5, 1, 1.5
-    network, icm = TableActorCritic([[0.0, 0.0]] * 7, [0.0] * 7), ShiftIcm()
-    learner = _ppo_icm(
-        network, icm, RecordingSgd(list(network.parameters()) + list(icm.parameters())),
-        observation_normalizer=normalizer,
-    )  # fmt: skip
+    learner = _ppo_icm(*_icm_parts(), observation_normalizer=normalizer)
     rewards = learner.intrinsic_rewards(_batch_of(_unroll(0, **ICM_UNROLL)))[:, 0]
     torch.testing.assert_close(rewards, torch.tensor([0.25, 1.0, 2.25]))  # (2 / 2) * (0.5, 1, 1.5)^2
 
 
 def test_ppo_icm_scales_the_intrinsic_reward_by_the_std_of_its_return_when_asked():
-    network, icm = TableActorCritic([[0.0, 0.0]] * 7, [0.0] * 7), ShiftIcm()
-    optimizer = RecordingSgd(list(network.parameters()) + list(icm.parameters()))
+    network, icm, optimizer = _icm_parts()
     learner = _ppo_icm(network, icm, optimizer, normalize_intrinsic_reward=True)
     r_int = learner.advantages(_batch_of(_unroll(0, **ICM_UNROLL)), [0])[3][:, 0]
     # raw 1, 4, 9; returns with gamma 0.99: 1, 4 + 0.99 = 4.99, 9 + 0.99 * 4.99 = 13.9401, whose
@@ -1056,8 +1041,7 @@ def test_ppo_icm_scales_the_intrinsic_reward_by_the_std_of_its_return_when_asked
 
 
 def test_ppo_icm_trains_its_forward_and_inverse_models_with_beta():
-    network, icm = TableActorCritic([[0.0, 0.0]] * 7, [0.0] * 7), ShiftIcm()
-    optimizer = RecordingSgd(list(network.parameters()) + list(icm.parameters()))
+    network, icm, optimizer = _icm_parts()
     _ppo_icm(network, icm, optimizer).learn([_unroll(0, **ICM_UNROLL)])
     assert len(optimizer.steps) == 1  # one minibatch of the 3 transitions
     # beta * mean_t 0.5 (s_t + shift[a_t] - s_{t+1})^2: d/dshift[a] = 0.2 / 3 * sum over a_t = a of

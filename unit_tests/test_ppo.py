@@ -28,10 +28,12 @@ class _FakeLink:
 
     def __init__(self):
         self.sent = []
+        self.sent_versions = []  # the link's version at each send: what the ActorMessage carries
         self.waits = 0
 
     def send(self, payload):
         self.sent.append(payload)
+        self.sent_versions.append(self.parameter_version)
 
     def wait_for_new_parameters(self):
         self.waits += 1
@@ -96,7 +98,7 @@ def test_unroll_actor_shares_end_points_and_masks_episode_boundaries():
     assert second.observation[:, 0].tolist() == [10, 11, 12, 20]  # starts where the first ended
     assert second.truncated.tolist() == [False, True, False]
     assert second.valid.tolist() == [True, True, False]
-    assert first.parameter_version == 1 and second.parameter_version == 2
+    assert link.sent_versions == [1, 2]  # each unroll was played by the parameters its message names
 
 
 def _batch(reward, terminated, truncated):
@@ -189,11 +191,10 @@ def _config(tmp_path, **overrides) -> train.PpoConfig:
     return train.PpoConfig(**values)
 
 
-def _random_unroll(actor_index, version, length=8):
+def _random_unroll(actor_index, length=8):
     rng = np.random.default_rng(actor_index)
     return unrolls.Unroll(
         actor_index=actor_index,
-        parameter_version=version,
         observation=rng.standard_normal((length + 1, 4)).astype(np.float32),
         action=rng.integers(0, 2, length),
         reward=np.ones(length, np.float32),
@@ -213,10 +214,10 @@ def test_learner_moves_the_policy_and_anneals_the_learning_rate(tmp_path):
     config = _config(tmp_path, num_iterations=1, num_train_steps=32)  # decay over 1 update of 32 steps
     learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
     before = [p.detach().clone() for p in learner.shared_module.parameters()]
-    learner.learn([_random_unroll(0, 1, 16), _random_unroll(1, 1, 16)])
+    learner.learn([_random_unroll(0, 16), _random_unroll(1, 16)])
     assert any(not torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
     assert learner.statistics["learning_rate"] == pytest.approx(config.learning_rate)  # used at step 0
-    learner.learn([_random_unroll(0, 2, 16), _random_unroll(1, 2, 16)])  # after the run's 32 env steps
+    learner.learn([_random_unroll(0, 16), _random_unroll(1, 16)])  # after the run's 32 env steps
     assert learner.statistics["learning_rate"] == 0.0
 
 
@@ -260,7 +261,7 @@ def test_pi_old_comes_from_the_very_states_the_actions_were_taken_in():
     )
     payloads = []
     for index in range(2):
-        unroll = _random_unroll(index, 1, length=6)
+        unroll = _random_unroll(index, length=6)
         observation = (np.arange(7, dtype=np.float32) + 10 * index)[:, None]  # s_t = t + 10 * actor
         valid = np.array([True, True, False, True, True, True])  # s_2 ended an episode
         payloads.append(unroll._replace(observation=observation, valid=valid))

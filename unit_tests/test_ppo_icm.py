@@ -3,57 +3,32 @@ reward at all), exact learner resume through a checkpoint file, smoke runs of ev
 and a learning test on MountainCar."""
 
 import csv
+import functools
 import os
 
 import gymnasium as gym
-import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, unrolls
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo import checkpoint
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.ppo_icm import eval_agent, run_atari, run_classic, train
+from unit_tests.distributed_helpers import (
+    TINY_UNROLL_RUN,
+    best_greedy_mean,
+    curiosity_atari_smoke,
+    evaluate_latest,
+    stacked,
+    tiny_config,
+    train_then_resume,
+)
+from unit_tests.distributed_helpers import mountain_car_unroll as _unroll
 
 ENV = "MountainCar-v0"
 
 
 def _config(tmp_path, **overrides) -> train.PpoIcmConfig:
-    values = dict(
-        environment_name=ENV,
-        num_iterations=2,
-        num_train_steps=64,
-        num_eval_steps=200,
-        num_actors=2,
-        unroll_length=16,
-        minibatch_size=16,
-        num_epochs=2,
-        checkpoint_dir=str(tmp_path / "checkpoints"),
-        runs_dir=str(tmp_path / "runs"),
-        use_tensorboard=False,
-        show_progress=False,
-        stop_when_solved=False,
-    )
-    values.update(overrides)
-    return train.PpoIcmConfig(**values)
-
-
-def _unroll(actor_index, length=8, seed=0, reward=0.0):
-    rng = np.random.default_rng(seed + actor_index)
-    valid = np.ones(length, bool)
-    terminated = np.zeros(length, bool)
-    terminated[length // 2] = True  # s_{T/2 + 1} ends an episode; the next pair is a reset
-    valid[length // 2 + 1] = False
-    return unrolls.Unroll(
-        actor_index=actor_index,
-        parameter_version=1,
-        observation=rng.uniform(-1, 1, (length + 1, 2)).astype(np.float32),
-        action=rng.integers(0, 3, length),
-        reward=np.full(length, reward, np.float32),
-        terminated=terminated,
-        truncated=np.zeros(length, bool),
-        valid=valid,
-    )
+    return tiny_config(train.PpoIcmConfig, tmp_path, TINY_UNROLL_RUN, dict(environment_name=ENV), overrides)
 
 
 def _learner(tmp_path, seed=0, zero_critic=False, **overrides):
@@ -66,12 +41,8 @@ def _learner(tmp_path, seed=0, zero_critic=False, **overrides):
     return learner
 
 
-def _batch(payloads):
-    return unrolls.stack_unrolls(payloads, [u.reward for u in payloads], torch.device("cpu"))
-
-
 def test_advantages_scale_with_eta(tmp_path):
-    batch = _batch([_unroll(0), _unroll(1)])  # extrinsic reward 0 everywhere
+    batch = stacked([_unroll(0), _unroll(1)])  # extrinsic reward 0 everywhere
     options = dict(zero_critic=True, normalize_intrinsic_reward=False)
     advantages = {
         eta: _learner(tmp_path, eta=eta, **options).advantages(batch, [0, 1])[0] for eta in (0.0, 1.0, 2.0)
@@ -144,81 +115,36 @@ def test_continuous_env_is_a_config_error_before_anything_is_written(tmp_path):
 
 @pytest.mark.smoke
 def test_run_classic_resume_then_eval_agent(tmp_path):
-    state = train.main(_config(tmp_path, num_iterations=1, debug_screenshots_interval=1))
-    first = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"PPO-ICM_{ENV}" / f"PPO-ICM_{ENV}_0.ckpt"), "PPO-ICM", ENV
+    first, second = train_then_resume(
+        train, functools.partial(_config, tmp_path), "PPO-ICM", debug_screenshots_interval=1
     )
-    resumed = train.main(_config(tmp_path, num_iterations=2, resume=True))
-    assert resumed.next_iteration == 2 and resumed.train_env_steps > state.train_env_steps
-    second = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"PPO-ICM_{ENV}" / f"PPO-ICM_{ENV}_1.ckpt"), "PPO-ICM", ENV
-    )
-    assert second["agent"]["network"]["normalizer.count"] > first["agent"]["network"]["normalizer.count"]
-    assert second["agent"]["intrinsic_normalizer"]["count"] > first["agent"]["intrinsic_normalizer"]["count"]
+    assert second["network"]["normalizer.count"] > first["network"]["normalizer.count"]
+    assert second["intrinsic_normalizer"]["count"] > first["intrinsic_normalizer"]["count"]
     with open(tmp_path / "runs" / f"PPO-ICM_{ENV}" / "results.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 and "learner_intrinsic_reward_mean" in rows[0]
 
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name=ENV,
-            num_episodes=1,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "video"),
-        )
-    )
-    assert len(returns) == 1
-    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
+    assert len(evaluate_latest(eval_agent, tmp_path, environment_name=ENV, num_episodes=1)) == 1
 
 
 @pytest.mark.smoke
 def test_run_atari_smoke(tmp_path):
-    config = train.PpoIcmConfig(
-        **{
-            **run_atari.DEFAULTS,
-            "num_iterations": 1,
-            "num_train_steps": 16,
-            "num_eval_steps": 20,
-            "max_episode_steps": 8,
-            "debug_screenshots_interval": 1,  # the issue's flag: every game's last screen
-            "num_actors": 1,
-            "unroll_length": 16,
-            "minibatch_size": 8,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    state = train.main(config)
-    assert state.train_env_steps == 15  # one unroll of 16 pairs, one of them the reset after a game of 8
-    agent = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "PPO-ICM_MontezumaRevenge" / "PPO-ICM_MontezumaRevenge_0.ckpt"),
+    state, agent, shots = curiosity_atari_smoke(
+        tmp_path,
         "PPO-ICM",
-        "MontezumaRevengeNoFrameskip-v4",
-    )["agent"]
-    assert agent["learner_steps"] == 1
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name="MontezumaRevenge",
-            num_episodes=1,
-            max_episode_steps=50,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir="",
-        )
+        train,
+        train.PpoIcmConfig,
+        run_atari.DEFAULTS,
+        eval_agent,
+        num_train_steps=16,
+        max_episode_steps=8,
+        debug_screenshots_interval=1,  # the issue's flag: every game's last screen
     )
-    assert len(returns) == 1  # eval_agent rebuilt the Atari network from the checkpoint's flags
+    assert state.train_env_steps == 15  # one unroll of 16 pairs, one of them the reset after a game of 8
+    assert agent["learner_steps"] == 1
     # The paper's embedding: four stride-2 convolutions of 32 channels over the 84x84 stack.
     assert agent["icm"]["embedding.6.weight"].shape == (32, 32, 3, 3)
-    # The one game of 8 env steps that ended in training: its last screen, in the emulator's colours.
-    folder = tmp_path / "runs" / "PPO-ICM_MontezumaRevenge" / "screenshots"
-    shots = sorted(os.listdir(folder))
-    assert len(shots) == 1 and all(name.endswith(".png") and "actor_0" in name for name in shots)
-    from PIL import Image
-
-    assert Image.open(folder / shots[0]).size == (160, 210)
+    assert len(shots) == 1  # the one game of 8 env steps that ended in training: its last screen
 
 
 def test_run_classic_defaults_are_the_documented_budget():
@@ -236,20 +162,5 @@ def test_ppo_icm_learns_mountain_car(tmp_path):
     for 500k env steps. The bar: the best of the greedy evaluations at 25k and 50k env steps >= -150.
     Measured in the benchmark (README; fused Adam, since the shared PPO optimisation): seeds 1 / 2 / 3
     scored -141.1 / -144.0 / -138.1 at 25k and -122.2 / -138.0 / -132.9 at 50k; this test runs seed 1."""
-    csv_path = tmp_path / "results.csv"
-    config = train.PpoIcmConfig(
-        **{
-            **run_classic.DEFAULTS,
-            "num_iterations": 2,
-            "num_train_steps": 25_000,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "results_csv_path": str(csv_path),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    train.main(config)
-    with open(csv_path) as f:
-        best = max(float(row["eval_mean_episode_return"]) for row in csv.DictReader(f))
+    best = best_greedy_mean(train, train.PpoIcmConfig, run_classic.DEFAULTS, tmp_path, num_iterations=2)
     assert best >= -150, f"PPO-ICM's best greedy mean on MountainCar-v0 within 50k env steps was {best}"

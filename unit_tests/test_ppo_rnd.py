@@ -1,59 +1,33 @@
 """PPO-RND: the intrinsic reward reaches the advantages, the observation warm-up, exact learner resume
 through a checkpoint file, smoke runs of every script, bad input, and a learning test on MountainCar."""
 
-import csv
+import functools
 import os
 
 import gymnasium as gym
-import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, unrolls
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo import checkpoint
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.ppo_rnd import eval_agent, run_atari, run_classic, train
+from unit_tests.distributed_helpers import (
+    TINY_UNROLL_RUN,
+    best_greedy_mean,
+    curiosity_atari_smoke,
+    evaluate_latest,
+    stacked,
+    tiny_config,
+    train_then_resume,
+)
+from unit_tests.distributed_helpers import mountain_car_unroll as _unroll
 
 ENV = "MountainCar-v0"
 
 
 def _config(tmp_path, **overrides) -> train.PpoRndConfig:
-    values = dict(
-        environment_name=ENV,
-        num_iterations=2,
-        num_train_steps=64,
-        num_eval_steps=200,
-        num_actors=2,
-        unroll_length=16,
-        minibatch_size=16,
-        num_epochs=2,
-        observation_warmup_steps=0,
-        checkpoint_dir=str(tmp_path / "checkpoints"),
-        runs_dir=str(tmp_path / "runs"),
-        use_tensorboard=False,
-        show_progress=False,
-        stop_when_solved=False,
-    )
-    values.update(overrides)
-    return train.PpoRndConfig(**values)
-
-
-def _unroll(actor_index, version, length=8, seed=0, reward=0.0):
-    rng = np.random.default_rng(seed + actor_index)
-    valid = np.ones(length, bool)
-    terminated = np.zeros(length, bool)
-    terminated[length // 2] = True  # s_{T/2 + 1} ends an episode; the next pair is a reset
-    valid[length // 2 + 1] = False
-    return unrolls.Unroll(
-        actor_index=actor_index,
-        parameter_version=version,
-        observation=rng.uniform(-1, 1, (length + 1, 2)).astype(np.float32),
-        action=rng.integers(0, 3, length),
-        reward=np.full(length, reward, np.float32),
-        terminated=terminated,
-        truncated=np.zeros(length, bool),
-        valid=valid,
-    )
+    mountain_car = dict(environment_name=ENV, observation_warmup_steps=0)
+    return tiny_config(train.PpoRndConfig, tmp_path, TINY_UNROLL_RUN, mountain_car, overrides)
 
 
 def _learner(tmp_path, seed=0, **overrides):
@@ -61,15 +35,11 @@ def _learner(tmp_path, seed=0, **overrides):
     return train.build_learner(_config(tmp_path, **overrides), gym.make(ENV), torch.device("cpu")).learner
 
 
-def _batch(payloads):
-    return unrolls.stack_unrolls(payloads, [u.reward for u in payloads], torch.device("cpu"))
-
-
 def test_intrinsic_reward_reaches_the_advantages(tmp_path):
-    payloads = [_unroll(0, 1), _unroll(1, 1)]  # extrinsic reward 0 everywhere
-    plain = _learner(tmp_path, intrinsic_coef=0.0).advantages(_batch(payloads), [0, 1])
-    curious = _learner(tmp_path, intrinsic_coef=1.0).advantages(_batch(payloads), [0, 1])
-    valid = _batch(payloads).valid
+    payloads = [_unroll(0), _unroll(1)]  # extrinsic reward 0 everywhere
+    plain = _learner(tmp_path, intrinsic_coef=0.0).advantages(stacked(payloads), [0, 1])
+    curious = _learner(tmp_path, intrinsic_coef=1.0).advantages(stacked(payloads), [0, 1])
+    valid = stacked(payloads).valid
     # The same initial networks (same torch seed): the extrinsic parts agree ...
     assert torch.equal(plain.extrinsic_advantage, curious.extrinsic_advantage)
     # ... intrinsic_coef 0 leaves 2 * A_E, and intrinsic_coef 1 adds A_I, which is not zero.
@@ -83,12 +53,12 @@ def test_intrinsic_reward_reaches_the_advantages(tmp_path):
 def test_warmup_only_feeds_the_observation_statistics(tmp_path):
     learner = _learner(tmp_path, observation_warmup_steps=2 * 7)  # one batch: 2 unrolls x 7 valid pairs
     before = [p.detach().clone() for p in learner.shared_module.parameters()]
-    learner.learn([_unroll(0, 1), _unroll(1, 1)])
+    learner.learn([_unroll(0), _unroll(1)])
     assert all(torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
     # 2 unrolls x 8 next observations reached RND's normaliser (its count starts at 1e-4) ...
     assert learner._rnd.normalizer.count.item() == pytest.approx(16, abs=1e-3)
     assert learner.statistics["learner_steps"] == 0
-    learner.learn([_unroll(0, 2, seed=5), _unroll(1, 2, seed=5)])  # ... and the next batch is learned from
+    learner.learn([_unroll(0, seed=5), _unroll(1, seed=5)])  # ... and the next batch is learned from
     assert learner.statistics["learner_steps"] == 1
     assert any(not torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
 
@@ -96,12 +66,12 @@ def test_warmup_only_feeds_the_observation_statistics(tmp_path):
 def test_a_learner_restored_from_a_checkpoint_file_continues_exactly(tmp_path):
     options = dict(normalize_extrinsic_rewards=True)
     original = _learner(tmp_path, seed=0, **options)
-    original.learn([_unroll(0, 1, seed=1, reward=-1.0), _unroll(1, 1, seed=1, reward=-1.0)])
+    original.learn([_unroll(0, seed=1, reward=-1.0), _unroll(1, seed=1, reward=-1.0)])
     path = str(tmp_path / "learner.ckpt")
     checkpoint.save_checkpoint(path, "PPO-RND", ENV, 0, original.state_dict(), {})
     restored = _learner(tmp_path, seed=123, **options)  # other initial weights: all must come from the file
     restored.load_state_dict(checkpoint.load_checkpoint(path, "PPO-RND", ENV)["agent"])
-    next_batch = [_unroll(0, 2, seed=2, reward=-1.0), _unroll(1, 2, seed=2, reward=-1.0)]
+    next_batch = [_unroll(0, seed=2, reward=-1.0), _unroll(1, seed=2, reward=-1.0)]
     original.learn(next_batch)
     restored.learn(next_batch)
     for a, b in zip(
@@ -143,16 +113,9 @@ def test_continuous_env_is_a_config_error_before_anything_is_written(tmp_path):
 
 @pytest.mark.smoke
 def test_run_classic_resume_then_eval_agent(tmp_path):
-    state = train.main(_config(tmp_path, num_iterations=1, use_tensorboard=True))
-    assert state.next_iteration == 1
-    first = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"PPO-RND_{ENV}" / f"PPO-RND_{ENV}_0.ckpt"), "PPO-RND", ENV
-    )["agent"]
-    resumed = train.main(_config(tmp_path, num_iterations=2, resume=True, use_tensorboard=True))
-    assert resumed.next_iteration == 2 and resumed.train_env_steps > state.train_env_steps
-    second = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / f"PPO-RND_{ENV}" / f"PPO-RND_{ENV}_1.ckpt"), "PPO-RND", ENV
-    )["agent"]
+    first, second = train_then_resume(
+        train, functools.partial(_config, tmp_path, use_tensorboard=True), "PPO-RND"
+    )
     # Every running statistic continued from the saved one rather than starting again.
     assert second["rnd"]["normalizer.count"] > first["rnd"]["normalizer.count"]
     assert second["network"]["normalizer.count"] > first["network"]["normalizer.count"]
@@ -166,66 +129,27 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
     tags = set(events.Tags()["scalars"])
     assert {"learner/intrinsic_reward_mean", "learner/extrinsic_reward_mean"} <= tags
 
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name=ENV,
-            num_episodes=1,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "video"),
-        )
-    )
-    assert len(returns) == 1
-    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
+    assert len(evaluate_latest(eval_agent, tmp_path, environment_name=ENV, num_episodes=1)) == 1
 
 
 @pytest.mark.smoke
 def test_run_atari_smoke(tmp_path):
-    config = train.PpoRndConfig(
-        **{
-            **run_atari.DEFAULTS,
-            "num_iterations": 1,
-            "num_train_steps": 48,
-            "num_eval_steps": 20,
-            "num_actors": 1,
-            "unroll_length": 16,
-            "minibatch_size": 8,
-            "observation_warmup_steps": 8,  # the first unroll only feeds the statistics; then updates
-            "max_episode_steps": 10,
-            "debug_screenshots_interval": 2,  # the issue's command: every 2nd game's last screen
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    state = train.main(config)
-    assert state.train_env_steps >= 40  # the phase ends on the learner step nearest to 48 env steps
-    agent = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "PPO-RND_MontezumaRevenge" / "PPO-RND_MontezumaRevenge_0.ckpt"),
+    state, agent, _ = curiosity_atari_smoke(
+        tmp_path,
         "PPO-RND",
-        "MontezumaRevengeNoFrameskip-v4",
-    )["agent"]
-    assert agent["learner_steps"] >= 1
-    returns = eval_agent.main(
-        EvalConfig(
-            environment_name="MontezumaRevenge",
-            num_episodes=1,
-            max_episode_steps=50,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir="",
-        )
+        train,
+        train.PpoRndConfig,
+        run_atari.DEFAULTS,
+        eval_agent,
+        num_train_steps=48,
+        observation_warmup_steps=8,  # the first unroll only feeds the statistics; then updates
+        max_episode_steps=10,
+        debug_screenshots_interval=2,  # the issue's command: every 2nd game's last screen
     )
-    assert len(returns) == 1  # eval_agent rebuilt the Atari network from the checkpoint's flags
+    # Games of 10 env steps, ~48 steps in all: every 2nd game was photographed (checked there).
+    assert state.train_env_steps >= 40  # the phase ends on the learner step nearest to 48 env steps
+    assert agent["learner_steps"] >= 1
     assert agent["rnd"]["normalizer.mean"].shape == (1, 84, 84)  # per-pixel statistics of the newest frame
-    # Games of 10 env steps, ~48 steps in all: every 2nd game was photographed, in colour.
-    folder = tmp_path / "runs" / "PPO-RND_MontezumaRevenge" / "screenshots"  # next to the run's curves
-    shots = sorted(os.listdir(folder))
-    assert shots and all(name.endswith(".png") and "actor_0" in name for name in shots)
-    from PIL import Image
-
-    assert Image.open(folder / shots[0]).size == (160, 210)  # the emulator's RGB screen
 
 
 def test_run_classic_defaults_are_the_documented_budget():
@@ -244,20 +168,5 @@ def test_ppo_rnd_learns_mountain_car(tmp_path):
     Measured in the benchmark (README; fused Adam, since the shared PPO optimisation): seeds 1 / 2 / 3
     first reached -150 at 76k / 25k / 25k (seed 1: -157.5, -152.3, -146.4 at 25k, 50k, 76k); this test
     runs seed 1, the slowest, which is why its budget is 100k and not 50k."""
-    csv_path = tmp_path / "results.csv"
-    config = train.PpoRndConfig(
-        **{
-            **run_classic.DEFAULTS,
-            "num_iterations": 4,
-            "num_train_steps": 25_000,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "results_csv_path": str(csv_path),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    train.main(config)
-    with open(csv_path) as f:
-        best = max(float(row["eval_mean_episode_return"]) for row in csv.DictReader(f))
+    best = best_greedy_mean(train, train.PpoRndConfig, run_classic.DEFAULTS, tmp_path, num_iterations=4)
     assert best >= -150, f"PPO-RND's best greedy mean on MountainCar-v0 within 100k env steps was {best}"

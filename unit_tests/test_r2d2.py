@@ -4,6 +4,7 @@ which evaluates, burn-in from the stored state, masks, priorities, target period
 script (Atari included), resume, bad input, and a learning test on CartPole."""
 
 import csv
+import functools
 import os
 import pickle
 
@@ -12,12 +13,21 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, exploration, optimization, plot, run_support, value_learning
+from deep_rl_zoo import exploration, optimization, plot, run_support, value_learning
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import ConfigError, NonFiniteLossError
 from deep_rl_zoo.r2d2 import agent, eval_agent, run_atari, train
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, SequenceBlock
-from deep_rl_zoo.types_ import TimeStep
+from unit_tests.distributed_helpers import (
+    SEQUENCE_LEARNER,
+    TINY_SEQUENCE_RUN,
+    RecordingLink,
+    evaluate_latest,
+    recurrent_replay_atari_smoke,
+    timestep,
+    tiny_config,
+    train_then_resume,
+)
 
 # ----------------------------------------------------------------------------------------------------
 # Actor epsilons
@@ -276,17 +286,11 @@ def _learner(replay, **overrides):
         optimizer=None,
         replay=replay,
         burn_in=1,
-        batch_size=2,
         min_replay_size=0,
-        updates_per_env_step=0.5,
         discount=0.9,
         n_step=2,
         target_network_update_period=2,
-        importance_sampling_exponent=0.6,
-        priority_eta=0.9,
-        rescaling_eps=1e-3,
-        max_grad_norm=10.0,
-        device=torch.device("cpu"),
+        **SEQUENCE_LEARNER,
     )
     values.update(overrides)
     if values["optimizer"] is None:
@@ -372,29 +376,8 @@ def test_the_learner_steps_with_fused_adam(tmp_path):
     assert isinstance(learner._optimizer, torch.optim.Adam) and learner._optimizer.defaults["fused"]
 
 
-class _FakeLink:
-    actor_index = 1
-    parameter_version = 1
-
-    def __init__(self):
-        self.sent = []
-        self.pulls = 0
-
-    def send(self, payload, statistics=None):
-        self.sent.append(payload)
-        self.statistics = statistics
-
-    def pull_parameters(self):
-        self.pulls += 1
-        return False
-
-
-def _timestep(observation, first=False, reward=0.0, terminated=False, truncated=False):
-    return TimeStep(np.asarray(observation, np.float32), reward, terminated, truncated, first, {})
-
-
 def test_actor_sends_blocks_with_the_state_before_their_first_step():
-    network, link = _network(0), _FakeLink()
+    network, link = _network(0), RecordingLink(actor_index=1)
     actor = agent.R2d2Actor(
         network=network,
         link=link,
@@ -407,10 +390,10 @@ def test_actor_sends_blocks_with_the_state_before_their_first_step():
         agent_name="R2D2",
     )
     o = [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6], [0.7, 0.8]]
-    actor.step(_timestep(o[0], first=True))
-    actor.step(_timestep(o[1], reward=1.0))
-    actor.step(_timestep(o[2], reward=1.0, truncated=True))  # episode cut: its action is never used
-    actor.step(_timestep(o[3], first=True))
+    actor.step(timestep(o[0], first=True))
+    actor.step(timestep(o[1], reward=1.0))
+    actor.step(timestep(o[2], reward=1.0, truncated=True))  # episode cut: its action is never used
+    actor.step(timestep(o[3], first=True))
     assert len(link.sent) == 2 and link.pulls == 2
     first_block, second_block = link.sent
     np.testing.assert_array_equal(first_block.core_state[0], np.zeros(3))  # before o_0: zero
@@ -423,7 +406,7 @@ def test_actor_sends_blocks_with_the_state_before_their_first_step():
     assert second_block.action[0] == 0  # after a truncation: no action
     assert second_block.truncated.tolist() == [True, False] and second_block.first.tolist() == [False, True]
     assert first_block.actor_index == 1
-    assert link.statistics == {"epsilon": 0.0}  # sent with each block, logged as actor_1/epsilon
+    assert link.statistics == [{"epsilon": 0.0}] * 2  # sent with each block, logged as actor_1/epsilon
     np.testing.assert_allclose(second_block.reward, [1.0, 0.0])
 
 
@@ -435,7 +418,7 @@ def test_atari_sequences_replay_exactly_the_stacks_the_actor_saw():
 
     env = gym_env.create_atari_environment("Pong", seed=3, max_episode_steps=30)
     network = train.build_network({"lstm_size": 8, "head_hidden_sizes": ()}, env.observation_space.shape, 6)
-    link = _FakeLink()
+    link = RecordingLink(actor_index=1)
     actor = agent.R2d2Actor(
         network=network,
         link=link,
@@ -448,8 +431,8 @@ def test_atari_sequences_replay_exactly_the_stacks_the_actor_saw():
         agent_name="R2D2",
     )
     seen = []
-    for timestep, _ in run_env_loop(env, actor, seed=3):
-        seen.append(np.asarray(timestep.observation))
+    for step, _ in run_env_loop(env, actor, seed=3):
+        seen.append(np.asarray(step.observation))
         if len(seen) == 72:
             break
     env.close()
@@ -468,25 +451,9 @@ def test_atari_sequences_replay_exactly_the_stacks_the_actor_saw():
 
 
 def _config(tmp_path, **overrides) -> train.R2d2Config:
-    values = dict(
-        environment_name="CartPole-v1",
-        num_iterations=2,
-        num_train_steps=60,
-        num_eval_steps=50,
-        num_actors=2,
-        sequence_length=8,
-        burn_in=2,
-        min_replay_size=16,
-        batch_size=2,
-        replay_capacity=1000,
-        checkpoint_dir=str(tmp_path / "checkpoints"),
-        runs_dir=str(tmp_path / "runs"),
-        use_tensorboard=False,
-        show_progress=False,
-        stop_when_solved=False,
+    return tiny_config(
+        train.R2d2Config, tmp_path, TINY_SEQUENCE_RUN, dict(environment_name="CartPole-v1"), overrides
     )
-    values.update(overrides)
-    return train.R2d2Config(**values)
 
 
 @pytest.mark.parametrize(
@@ -515,25 +482,13 @@ def test_continuous_env_is_a_config_error(tmp_path):
 
 @pytest.mark.smoke
 def test_run_classic_resume_then_eval_agent(tmp_path):
-    state = train.main(_config(tmp_path, num_iterations=1))
-    path = tmp_path / "checkpoints" / "R2D2_CartPole-v1"
-    first = checkpoint.load_checkpoint(str(path / "R2D2_CartPole-v1_0.ckpt"), "R2D2", "CartPole-v1")
-    assert first["agent"]["learner_steps"] > 0
-    resumed = train.main(_config(tmp_path, num_iterations=2, resume=True))
-    assert resumed.next_iteration == 2 and resumed.train_env_steps > state.train_env_steps
-    later = checkpoint.load_checkpoint(str(path / "R2D2_CartPole-v1_1.ckpt"), "R2D2", "CartPole-v1")
-    assert later["agent"]["env_steps"] > first["agent"]["env_steps"]  # counted on, not restarted
-    returns = eval_agent.main(
-        eval_agent.R2d2EvalConfig(
-            environment_name="CartPole-v1",
-            num_episodes=2,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "video"),
-        )
+    first, later = train_then_resume(train, functools.partial(_config, tmp_path), "R2D2")
+    assert first["learner_steps"] > 0
+    assert later["env_steps"] > first["env_steps"]  # counted on, not restarted
+    returns = evaluate_latest(
+        eval_agent, tmp_path, eval_agent.R2d2EvalConfig, environment_name="CartPole-v1", num_episodes=2
     )
     assert len(returns) == 2
-    assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
 
 
 @pytest.mark.smoke
@@ -571,59 +526,23 @@ def test_flickering_cartpole_runs_with_actor_processes(tmp_path):
     """The obscuring wrapper travels to the actors through the fork server (a lambda would not pickle)."""
     state = train.main(_config(tmp_path, num_iterations=1, obscure_probability=0.5))
     assert state.train_env_steps > 0
-    returns = eval_agent.main(
-        eval_agent.R2d2EvalConfig(
-            environment_name="CartPole-v1",
-            num_episodes=1,
-            obscure_probability=0.5,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-        )
+    returns = evaluate_latest(
+        eval_agent,
+        tmp_path,
+        eval_agent.R2d2EvalConfig,
+        video=False,
+        environment_name="CartPole-v1",
+        num_episodes=1,
+        obscure_probability=0.5,
     )
     assert len(returns) == 1
 
 
 @pytest.mark.smoke
 def test_run_atari_smoke_with_one_actor(tmp_path):
-    config = train.R2d2Config(
-        **{
-            **run_atari.DEFAULTS,
-            "num_iterations": 1,
-            "num_train_steps": 48,
-            "num_eval_steps": 20,
-            "max_episode_steps": 30,
-            "num_actors": 1,
-            "sequence_length": 8,
-            "burn_in": 2,
-            "lstm_size": 16,
-            "head_hidden_sizes": (),
-            "replay_capacity": 1000,
-            "min_replay_size": 16,
-            "batch_size": 2,
-            "updates_per_env_step": 0.25,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
+    recurrent_replay_atari_smoke(
+        tmp_path, "R2D2", train, train.R2d2Config, run_atari.DEFAULTS, eval_agent, eval_agent.R2d2EvalConfig
     )
-    state = train.main(config)
-    assert state.train_env_steps >= 48
-    payload = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "R2D2_Pong" / "R2D2_Pong_0.ckpt"), "R2D2", "PongNoFrameskip-v4"
-    )
-    assert payload["agent"]["learner_steps"] > 0
-    returns = eval_agent.main(
-        eval_agent.R2d2EvalConfig(
-            environment_name="Pong",
-            num_episodes=1,
-            max_episode_steps=30,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "video"),
-        )
-    )
-    assert len(returns) == 1
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -113,7 +113,6 @@ def _chunk(observations, valid, terminated=None, truncated=None):
     length = len(valid)
     return unrolls.Unroll(
         actor_index=0,
-        parameter_version=1,
         observation=np.asarray(observations),
         action=np.arange(length) % 2,
         reward=np.arange(1, length + 1, dtype=np.float32),
@@ -177,7 +176,7 @@ def test_learner_takes_its_share_of_gradient_steps_and_moves_the_policy(tmp_path
 
 def test_actor_pulls_parameters_after_each_chunk_instead_of_waiting():
     class Link:
-        actor_index, parameter_version, pulls = 3, 7, 0
+        actor_index, pulls = 3, 0
 
         def __init__(self):
             self.sent = []
@@ -198,7 +197,6 @@ def test_actor_pulls_parameters_after_each_chunk_instead_of_waiting():
     for t in range(5):  # s_0 ... s_4: chunks (s_0, s_1, s_2) and (s_2, s_3, s_4)
         actor.step(TimeStep(observation, 0.0 if t == 0 else 1.0, False, False, t == 0, {}))
     assert link.pulls == 2 and [chunk.actor_index for chunk in link.sent] == [3, 3]
-    assert [chunk.parameter_version for chunk in link.sent] == [7, 7]
 
 
 # ----------------------------------------------------------------------------------------------------

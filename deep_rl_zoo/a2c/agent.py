@@ -139,7 +139,6 @@ class Gradient(NamedTuple):
     """What an A2C-grad actor sends: the gradient of A2C's loss on its own unroll."""
 
     actor_index: int
-    parameter_version: int
     gradient: np.ndarray  # [num_parameters] float32, in `network.parameters()` order
     statistics: dict
 
@@ -169,7 +168,7 @@ class GradientComputer:
         )
         loss.backward()
         gradient = torch.cat([p.grad.flatten() for p in self._network.parameters()])
-        return Gradient(unroll.actor_index, unroll.parameter_version, gradient.cpu().numpy(), statistics)
+        return Gradient(unroll.actor_index, gradient.cpu().numpy(), statistics)
 
 
 class A2cGrad(_Learner):

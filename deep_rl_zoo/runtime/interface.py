@@ -22,10 +22,10 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
+from deep_rl_zoo import trackers
 from deep_rl_zoo.main_loop import run_env_loop, run_vector_env_loop
 from deep_rl_zoo.types_ import Agent, TimeStep
 
@@ -149,8 +149,9 @@ class ActorLinkBase(abc.ABC):
 
     A backend supplies how a message travels (`_transmit`), where parameters are read from
     (`_published_version`, `_copy_parameters`), how to sleep until something changes (`_wait`) and
-    whether the run is stopping (`should_stop`). `env_step` is called by `run_actor` for every env step,
-    so that each message carries the env steps and finished games since the previous one.
+    whether the run is stopping (`should_stop`). `env_step` is called by `run_actor` for every env step
+    (`record_game` for a first timestep), so that each message carries the env steps and finished games
+    since the previous one.
     """
 
     def __init__(self, actor_index: int):
@@ -217,19 +218,21 @@ class ActorLinkBase(abc.ABC):
     def env_step(self, timestep: TimeStep) -> None:
         self._num_env_steps += 1
         self._total_steps += 1
-        episode = timestep.info.get("episode")
-        if episode is not None:
-            self._episodes.append(
-                {
-                    "episode_return": float(np.asarray(episode["r"])),
-                    "episode_length": int(np.asarray(episode["l"])),
-                }
-            )
-            if "terminal_frame" in timestep.info:  # --debug_screenshots_interval (gym_env.TerminalFrames)
-                self._episodes[-1]["terminal_frame"] = timestep.info["terminal_frame"]
-                self._episodes[-1]["terminal_frame_episode"] = timestep.info["terminal_frame_episode"]
+        self.record_game(timestep)
         if self._total_steps % 256 == 0 and self.should_stop():
             raise StopActor()  # an actor that rarely sends still ends promptly
+
+    def record_game(self, timestep: TimeStep) -> None:
+        """Keeps the game `timestep` reports as ended (`trackers.finished_game`), if any, for the next
+        message; called for every env step, and for a `first` timestep (a game that ended on a step no
+        agent took: `vector_env`)."""
+        game = trackers.finished_game(timestep)
+        if game is None:
+            return
+        self._episodes.append(game)
+        if "terminal_frame" in timestep.info:  # --debug_screenshots_interval (gym_env.TerminalFrames)
+            game["terminal_frame"] = timestep.info["terminal_frame"]
+            game["terminal_frame_episode"] = timestep.info["terminal_frame_episode"]
 
 
 class _StepCounter:
@@ -239,15 +242,19 @@ class _StepCounter:
         self._actor, self._link = actor, link
 
     def step(self, timestep: TimeStep):
-        if not timestep.first:
-            self._link.env_step(timestep)
+        self._count(timestep)
         return self._actor.step(timestep)
 
     def step_batch(self, timesteps: list[TimeStep]):
         for timestep in timesteps:
-            if not timestep.first:
-                self._link.env_step(timestep)
+            self._count(timestep)
         return self._actor.step_batch(timesteps)
+
+    def _count(self, timestep: TimeStep) -> None:
+        if timestep.first:  # a reset, not an env step; it may still report a game (vector_env)
+            self._link.record_game(timestep)
+        else:
+            self._link.env_step(timestep)
 
     def reset(self) -> None:
         self._actor.reset()

@@ -1,0 +1,316 @@
+"""What the tests of the distributed agents share: tiny configs, the smoke runs their scripts have in
+common (resume, greedy evaluation, Atari), and the fakes their actor and learner tests use.
+
+R2D2, NGU and Agent57 (recurrent replay) share the sequence settings; PPO-RND and PPO-ICM (curiosity on
+PPO) share the unroll settings. Each agent's test file names only what differs.
+"""
+
+import csv
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from deep_rl_zoo import checkpoint, unrolls
+from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
+from deep_rl_zoo.types_ import TimeStep
+
+CPU = torch.device("cpu")
+
+
+def run_options(tmp_path: Path) -> dict[str, Any]:
+    """A test run's folders under `tmp_path`, no TensorBoard and no progress bar."""
+    return dict(
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+    )
+
+
+def tiny_config(config_class: type, tmp_path: Path, *values: dict[str, Any]) -> Any:
+    """`config_class` with `run_options`, then `values` merged left to right (a later one wins)."""
+    merged = run_options(tmp_path)
+    for layer in values:
+        merged.update(layer)
+    return config_class(**merged)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Recurrent replay: R2D2, NGU, Agent57
+
+# Two actors, sequences of 8 with a burn-in of 2, learning from 16 stored steps on: two short iterations.
+TINY_SEQUENCE_RUN = dict(
+    num_iterations=2,
+    num_train_steps=60,
+    num_eval_steps=50,
+    num_actors=2,
+    sequence_length=8,
+    burn_in=2,
+    min_replay_size=16,
+    batch_size=2,
+    replay_capacity=1000,
+    stop_when_solved=False,
+)
+
+# One actor on Pong with games of 30 env steps and a small LSTM: one iteration of 48 env steps.
+TINY_SEQUENCE_ATARI = dict(
+    environment_name="Pong",
+    num_iterations=1,
+    num_train_steps=48,
+    num_eval_steps=20,
+    max_episode_steps=30,
+    num_actors=1,
+    sequence_length=8,
+    burn_in=2,
+    lstm_size=16,
+    head_hidden_sizes=(),
+    replay_capacity=1000,
+    min_replay_size=16,
+    batch_size=2,
+    updates_per_env_step=0.25,
+)
+
+# Learner arguments the R2D2, NGU and Agent57 learner tests share: batches of 2 sequences, a gradient
+# step per 2 env steps, the paper's priority and importance-sampling exponents.
+SEQUENCE_LEARNER = dict(
+    batch_size=2,
+    updates_per_env_step=0.5,
+    importance_sampling_exponent=0.6,
+    priority_eta=0.9,
+    rescaling_eps=1e-3,
+    max_grad_norm=10.0,
+    device=CPU,
+)
+
+
+def novelty_learner(learner_class: type, networks: torch.nn.Module, **overrides: Any) -> Any:
+    """An NGU or Agent57 learner over `networks`: two policies (beta 0 and 0.5, gamma 0.9 and 0.5), a
+    replay of 100 steps in sequences of 4, no burn-in, n = 2, learning from 4 stored steps on."""
+    values = dict(
+        SEQUENCE_LEARNER,
+        networks=networks,
+        optimizer=torch.optim.Adam(networks.parameters(), lr=1e-3),
+        replay=PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0)),
+        betas=[0.0, 0.5],
+        gammas=[0.9, 0.5],
+        burn_in=0,
+        min_replay_size=4,
+        n_step=2,
+        target_network_update_period=100,
+    )
+    values.update(overrides)
+    return learner_class(**values)
+
+
+def recurrent_replay_atari_smoke(
+    tmp_path: Path,
+    agent_name: str,
+    train_module: Any,
+    config_class: type,
+    atari_defaults: dict[str, Any],
+    eval_module: Any,
+    eval_config_class: type = EvalConfig,
+    **overrides: Any,
+) -> None:
+    """The smoke run of R2D2's, NGU's and Agent57's `run_atari`: one tiny iteration on Pong
+    (`TINY_SEQUENCE_ATARI`), whose checkpoint has learner steps, then a greedy game of it with video."""
+    config = tiny_config(config_class, tmp_path, atari_defaults, TINY_SEQUENCE_ATARI, overrides)
+    state = train_module.main(config)
+    assert state.train_env_steps >= 48
+    payload = checkpoint.load_checkpoint(
+        str(tmp_path / "checkpoints" / f"{agent_name}_Pong" / f"{agent_name}_Pong_0.ckpt"),
+        agent_name,
+        "PongNoFrameskip-v4",
+    )
+    assert payload["agent"]["learner_steps"] > 0
+    returns = evaluate_latest(
+        eval_module,
+        tmp_path,
+        eval_config_class,
+        environment_name="Pong",
+        num_episodes=1,
+        max_episode_steps=30,
+    )
+    assert len(returns) == 1
+
+
+class RecordingLink:
+    """An actor's `LearnerLink` with no learner behind it: keeps what the actor sends, counts pulls."""
+
+    parameter_version = 1
+
+    def __init__(self, actor_index: int):
+        self.actor_index = actor_index
+        self.sent: list[Any] = []  # payloads, in order
+        self.statistics: list[dict | None] = []  # the statistics sent with each
+        self.pulls = 0
+
+    def send(self, payload: Any, statistics: dict | None = None) -> None:
+        self.sent.append(payload)
+        self.statistics.append(statistics)
+
+    def pull_parameters(self) -> bool:
+        self.pulls += 1
+        return False
+
+
+class PositionVelocityEnv:
+    """What the NGU / Agent57 builders read of an env: 2-D observations, 3 actions (MountainCar's)."""
+
+    class _Space:
+        shape = (2,)
+        n = 3
+
+    observation_space = _Space()
+    action_space = _Space()
+
+
+def timestep(observation, first=False, reward=0.0, terminated=False, truncated=False) -> TimeStep:
+    """A float32 observation's timestep, with an empty info."""
+    return TimeStep(np.asarray(observation, np.float32), reward, terminated, truncated, first, {})
+
+
+# ----------------------------------------------------------------------------------------------------
+# Curiosity on PPO: PPO-RND, PPO-ICM
+
+# Two actors, unrolls of 16, two epochs of minibatches of 16: two iterations of 64 env steps.
+TINY_UNROLL_RUN = dict(
+    num_iterations=2,
+    num_train_steps=64,
+    num_eval_steps=200,
+    num_actors=2,
+    unroll_length=16,
+    minibatch_size=16,
+    num_epochs=2,
+    stop_when_solved=False,
+)
+
+# One actor on MontezumaRevenge with unrolls of 16 and minibatches of 8: one iteration.
+TINY_UNROLL_ATARI = dict(
+    num_iterations=1,
+    num_eval_steps=20,
+    num_actors=1,
+    unroll_length=16,
+    minibatch_size=8,
+)
+
+
+def mountain_car_unroll(actor_index, length=8, seed=0, reward=0.0) -> unrolls.Unroll:
+    """An unroll of random MountainCar-shaped observations and actions, `reward` at every step, whose
+    episode ends at s_{T/2 + 1} (the next pair is a reset, not valid)."""
+    rng = np.random.default_rng(seed + actor_index)
+    valid = np.ones(length, bool)
+    terminated = np.zeros(length, bool)
+    terminated[length // 2] = True
+    valid[length // 2 + 1] = False
+    return unrolls.Unroll(
+        actor_index=actor_index,
+        observation=rng.uniform(-1, 1, (length + 1, 2)).astype(np.float32),
+        action=rng.integers(0, 3, length),
+        reward=np.full(length, reward, np.float32),
+        terminated=terminated,
+        truncated=np.zeros(length, bool),
+        valid=valid,
+    )
+
+
+def stacked(payloads: list[unrolls.Unroll]) -> unrolls.UnrollBatch:
+    """The unrolls as the learner stacks them, with their own rewards."""
+    return unrolls.stack_unrolls(payloads, [u.reward for u in payloads], CPU)
+
+
+def curiosity_atari_smoke(
+    tmp_path: Path,
+    agent_name: str,
+    train_module: Any,
+    config_class: type,
+    atari_defaults: dict[str, Any],
+    eval_module: Any,
+    **overrides: Any,
+) -> tuple[Any, dict, list[str]]:
+    """The smoke run of PPO-RND's and PPO-ICM's `run_atari` on MontezumaRevenge (`TINY_UNROLL_ATARI`
+    and `overrides`, which set the budget and `--debug_screenshots_interval`), then a greedy game of its
+    checkpoint, which `eval_agent` rebuilds from the checkpoint's flags. Every debug screenshot is the
+    emulator's colour screen of an actor's game. Returns the run's state, the checkpoint's agent state
+    and the screenshots' file names, for the agent's own checks."""
+    config = tiny_config(config_class, tmp_path, atari_defaults, TINY_UNROLL_ATARI, overrides)
+    state = train_module.main(config)
+    run_name = f"{agent_name}_MontezumaRevenge"
+    agent = checkpoint.load_checkpoint(
+        str(tmp_path / "checkpoints" / run_name / f"{run_name}_0.ckpt"),
+        agent_name,
+        "MontezumaRevengeNoFrameskip-v4",
+    )["agent"]
+    returns = evaluate_latest(
+        eval_module,
+        tmp_path,
+        video=False,
+        environment_name="MontezumaRevenge",
+        num_episodes=1,
+        max_episode_steps=50,
+        recording_video_dir="",
+    )
+    assert len(returns) == 1
+    folder = tmp_path / "runs" / run_name / "screenshots"  # next to the run's curves
+    shots = sorted(os.listdir(folder))
+    assert shots and all(name.endswith(".png") and "actor_0" in name for name in shots)
+    from PIL import Image
+
+    assert Image.open(folder / shots[0]).size == (160, 210)  # the emulator's RGB screen
+    return state, agent, shots
+
+
+# ----------------------------------------------------------------------------------------------------
+# Script runs every distributed agent has
+
+
+def train_then_resume(
+    train_module: Any, config: Callable[..., Any], agent_name: str, **first_only: Any
+) -> tuple[dict, dict]:
+    """Trains `config(num_iterations=1, **first_only)`, then resumes that run for a second iteration
+    (`config(num_iterations=2, resume=True)`), which continues the run's env-step count. Returns the
+    agent states of the two iterations' checkpoints."""
+    first = config(num_iterations=1, **first_only)
+    state = train_module.main(first)
+    resumed_state = train_module.main(config(num_iterations=2, resume=True))
+    assert resumed_state.next_iteration == 2 and resumed_state.train_env_steps > state.train_env_steps
+    run_name = f"{agent_name}_{first.environment_name}"
+    folder = os.path.join(first.checkpoint_dir, run_name)
+    return tuple(
+        checkpoint.load_checkpoint(
+            os.path.join(folder, f"{run_name}_{iteration}.ckpt"), agent_name, first.environment_name
+        )["agent"]
+        for iteration in (0, 1)
+    )
+
+
+def evaluate_latest(
+    eval_module: Any, tmp_path: Path, config_class: type = EvalConfig, video: bool = True, **fields: Any
+) -> list[float]:
+    """`eval_module.main` on the newest checkpoint under tmp_path/checkpoints; with `video`, the first
+    game's mp4 goes to tmp_path/video and must be there. Returns the games' returns."""
+    if video:
+        fields["recording_video_dir"] = str(tmp_path / "video")
+    returns = eval_module.main(
+        config_class(load_checkpoint_file="latest", checkpoint_dir=str(tmp_path / "checkpoints"), **fields)
+    )
+    if video:
+        assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
+    return returns
+
+
+def best_greedy_mean(
+    train_module: Any, config_class: type, defaults: dict[str, Any], tmp_path: Path, num_iterations: int
+) -> float:
+    """The learning run of PPO-RND's and PPO-ICM's tests: the classic defaults for `num_iterations`
+    iterations of 25k env steps; returns the best greedy evaluation mean in its results.csv."""
+    csv_path = tmp_path / "results.csv"
+    overrides = dict(num_iterations=num_iterations, num_train_steps=25_000, results_csv_path=str(csv_path))
+    train_module.main(tiny_config(config_class, tmp_path, defaults, overrides))
+    with open(csv_path) as f:
+        return max(float(row["eval_mean_episode_return"]) for row in csv.DictReader(f))
