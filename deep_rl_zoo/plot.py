@@ -82,6 +82,8 @@ class Curve(NamedTuple):
     high: np.ndarray  # [N]
     count: np.ndarray  # [N] int, runs that have data at each step
     runs: list[Series]  # each run's series as averaged (smoothed if per-episode)
+    # A single run's evaluation means: its lowest and highest evaluation episode at each step, if logged
+    episode_spread: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class Panel(NamedTuple):
@@ -335,10 +337,28 @@ def build_panels(
                 continue
             steps, mean, low, high, count = average_runs(series, band)
             runs_text = f", {len(series)} runs" if len(series) > 1 else ""
-            curves.append(Curve(label + runs_text, names, steps, mean, low, high, count, series))
+            spread = _episode_spread(members[0], metric, steps) if len(series) == 1 else None
+            curves.append(Curve(label + runs_text, names, steps, mean, low, high, count, series, spread))
         title = " / ".join(_title(name, smooth) for name in sorted(used_names))
         panels.append(Panel(metric, title, curves))
     return panels
+
+
+def _episode_spread(run: Run, metric: str, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """For `<phase>/mean_episode_return` of one run: its lowest and highest episode return at each of
+    `steps` (`<phase>/min_episode_return`, `<phase>/max_episode_return`), or None where not logged (runs
+    written before the spread was)."""
+    phase, _, name = metric.rpartition("/")
+    if name != "mean_episode_return":
+        return None
+    edges = [run.metrics.get(f"{phase}/{edge}_episode_return") for edge in ("min", "max")]
+    if any(edge is None for edge in edges):
+        return None
+    low, high = (dict(zip(edge.steps.tolist(), edge.values.tolist(), strict=True)) for edge in edges)
+    return (
+        np.array([low.get(step, math.nan) for step in steps.tolist()]),
+        np.array([high.get(step, math.nan) for step in steps.tolist()]),
+    )
 
 
 def _is_per_episode(name: str) -> bool:
@@ -381,14 +401,30 @@ def draw(panels: Sequence[Panel], output: str, band: str, threshold: float | Non
     figure, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.4), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     color_of: dict[str, str] = {}
-    any_band, any_partial = False, False
+    any_band, any_partial, any_episode_band = False, False, False
     for axis, panel in zip(axes[0], panels, strict=True):
         for curve in panel.curves:
             key = curve.label.split(", ")[0]
             color = color_of.setdefault(key, colors[len(color_of) % len(colors)])
             full = curve.count == curve.count.max()
             # Solid where every run of the group has data, dashed where fewer do (the others stopped).
-            axis.plot(curve.steps, np.where(full, curve.mean, np.nan), color=color, label=curve.label, lw=1.8)
+            # A dot at each evaluation: a mean per iteration may have a single point.
+            marker = "o" if panel.metric.endswith("/mean_episode_return") else None
+            axis.plot(
+                curve.steps,
+                np.where(full, curve.mean, np.nan),
+                color=color,
+                label=curve.label,
+                lw=1.8,
+                marker=marker,
+                ms=3.5,
+            )
+            if curve.episode_spread is not None:
+                any_episode_band = True
+                low, high = curve.episode_spread
+                axis.fill_between(curve.steps, low, high, color=color, alpha=0.12, lw=0)
+                axis.plot(curve.steps, low, color=color, lw=0.6, ls=":")
+                axis.plot(curve.steps, high, color=color, lw=0.6, ls=":")
             if not full.all():
                 any_partial = True
                 partial = ~full
@@ -413,6 +449,8 @@ def draw(panels: Sequence[Panel], output: str, band: str, threshold: float | Non
             + ("mean +- std" if band == "std" else "lowest to highest run")
             + f"; thin lines: single runs (groups of up to {MAX_RUNS_DRAWN})"
         )
+    if any_episode_band:
+        notes.append("dotted band around a single run's mean: its lowest to highest episode")
     if any_partial:
         notes.append("dashed: after some runs stopped (solved or ended)")
     handles, labels = axes[0][0].get_legend_handles_labels()

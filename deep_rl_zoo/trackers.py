@@ -66,11 +66,15 @@ class PhaseStats:
         return self.num_steps / max(time.perf_counter() - self._start_time, 1e-9)
 
     def summary(self) -> dict[str, float]:
-        """Means over the whole episodes of this phase (NaN if none ended)."""
+        """Means over the whole episodes of this phase, and the spread of their returns (the lowest, the
+        highest and the population standard deviation): NaN if none ended."""
         returns = self.episode_returns
         return {
             "num_episodes": len(returns),
             "mean_episode_return": float(np.mean(returns)) if returns else math.nan,
+            "min_episode_return": float(np.min(returns)) if returns else math.nan,
+            "max_episode_return": float(np.max(returns)) if returns else math.nan,
+            "std_episode_return": float(np.std(returns)) if returns else math.nan,
             "mean_episode_length": float(np.mean(self.episode_lengths)) if returns else math.nan,
             "steps_per_second": self.steps_per_second,
             "num_steps": self.num_steps,

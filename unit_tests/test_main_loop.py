@@ -65,6 +65,18 @@ def test_run_env_steps_counts_env_steps_not_resets_and_records_whole_episodes():
     assert stats.episode_returns == [3.0, 3.0, 3.0]
 
 
+def test_phase_summary_gives_the_spread_of_whole_episode_returns():
+    stats = trackers.PhaseStats()
+    stats.episode_returns, stats.episode_lengths = [-21.0, -19.0, -17.0], [800, 900, 1000]
+    summary = stats.summary()
+    assert summary["mean_episode_return"] == -19.0
+    assert (summary["min_episode_return"], summary["max_episode_return"]) == (-21.0, -17.0)
+    # population std: deviations -2, 0, 2 -> sqrt((4 + 0 + 4) / 3)
+    assert summary["std_episode_return"] == (8 / 3) ** 0.5
+    empty = trackers.PhaseStats().summary()
+    assert all(np.isnan(empty[f"{edge}_episode_return"]) for edge in ("min", "max", "std"))
+
+
 def test_truncation_reaches_the_agent_as_truncated_not_terminated():
     seen = []
 

@@ -100,6 +100,32 @@ def test_average_runs_mean_and_bands_by_hand():
     assert high.tolist() == [3.0, 4.0, 5.0]
 
 
+def _run(name, seed, metrics):
+    series = {key: plot.Series(np.array(steps), np.array(values)) for key, (steps, values) in metrics.items()}
+    return plot.Run(name, name, "PPO", {"environment_name": "Pong", "seed": str(seed)}, series)
+
+
+def test_a_single_runs_evaluation_carries_its_lowest_and_highest_episode():
+    evaluation = {
+        "eval/mean_episode_return": ([250, 500], [-21.0, -10.0]),
+        "eval/min_episode_return": ([250, 500], [-21.0, -16.0]),
+        "eval/max_episode_return": ([250, 500], [-21.0, -3.0]),
+    }
+    (panel,) = plot.build_panels([_run("PPO_Pong", 1, evaluation)], ["eval/mean_episode_return"])
+    (curve,) = panel.curves
+    assert curve.mean.tolist() == [-21.0, -10.0]
+    low, high = curve.episode_spread
+    assert low.tolist() == [-21.0, -16.0] and high.tolist() == [-21.0, -3.0]
+    # Two seeds: the band is over the runs, not one run's episodes; a run without the spread has none.
+    other = {"eval/mean_episode_return": ([250, 500], [-20.0, -12.0])}
+    (panel,) = plot.build_panels(
+        [_run("PPO_Pong", 1, evaluation), _run("PPO_Pong-2", 2, other)], ["eval/mean_episode_return"]
+    )
+    assert panel.curves[0].episode_spread is None and panel.curves[0].low.tolist() == [-21.0, -12.0]
+    (panel,) = plot.build_panels([_run("PPO_Pong-2", 2, other)], ["eval/mean_episode_return"])
+    assert panel.curves[0].episode_spread is None
+
+
 def test_a_run_that_stopped_early_leaves_the_mean_where_it_ends():
     long = plot.Series(np.array([0, 10, 20]), np.array([1.0, 2.0, 3.0]))
     short = plot.Series(np.array([0, 5]), np.array([3.0, 4.0]))  # e.g. solved and stopped at step 5
