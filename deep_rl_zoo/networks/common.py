@@ -117,7 +117,8 @@ def lstm_with_resets(
         raise ValueError(f"first {tuple(first.shape)} must be [T, B] of inputs {tuple(inputs.shape)}")
     keep = (~first).to(inputs.dtype).unsqueeze(-1)  # [T, B, 1]
     num_steps = inputs.shape[0]
-    reset_times = (torch.nonzero(first[1:].any(dim=1)).flatten() + 1).tolist()
+    starts = first.any(dim=1).tolist()  # [T]: some sequence starts an episode at step t
+    reset_times = [t for t in range(1, num_steps) if starts[t]]
     if len(reset_times) <= MAX_RESETS_TO_SPLIT:
         bounds = [0, *reset_times, num_steps]
         outputs = []
@@ -127,12 +128,17 @@ def lstm_with_resets(
             outputs.append(output)
         return torch.cat(outputs) if len(outputs) > 1 else outputs[0], hidden_state
     bias = lstm.bias_ih_l0 + lstm.bias_hh_l0 if lstm.bias else None
-    gates_x = nn.functional.linear(inputs, lstm.weight_ih_l0, bias)  # [T, B, 4H]
+    # unbind: one view per step whose backward stacks the steps' gradients. Indexing gates_x[t] instead
+    # gave each step's gradient a zero-filled [T, B, 4H] copy to add up: that was a third of the
+    # backward pass (the values are the same: x + 0 = x).
+    gates_x = nn.functional.linear(inputs, lstm.weight_ih_l0, bias).unbind(0)  # T x [B, 4H]
+    keep_t = keep.unbind(0)  # T x [B, 1]
     weight_hh = lstm.weight_hh_l0.t()
     h, c = hidden_state[0][0], hidden_state[1][0]  # [B, H]
     outputs = []
     for t in range(num_steps):
-        h, c = h * keep[t], c * keep[t]
+        if starts[t]:  # elsewhere keep_t[t] is all ones, and x * 1 = x exactly: skip the two products
+            h, c = h * keep_t[t], c * keep_t[t]
         i, f, g, o = torch.addmm(gates_x[t], h, weight_hh).chunk(4, dim=1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
