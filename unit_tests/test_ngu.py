@@ -369,9 +369,11 @@ def test_ngu_actors_reach_the_mountaincar_flag_within_20k_steps(tmp_path):
     actors reaches MountainCar's flag (an iteration's training mean above -200) within 20k env steps.
     Guards that the whole path runs and learns from sparse reward (actors' novelty, blocks with extras,
     learner); it does not isolate the novelty's advantage: R2D2's epsilon-greedy actors also reach the
-    flag at times (measured at load 40-60, flag-reaching training episodes up to ~40k env steps: NGU
-    seed 1 32 of 202 (first at 9.4k), seed 2 4 of 99 up to 20k (first at 9.7k); R2D2 seed 1 11 of 200
-    (first at 8.1k)). About 1-2 minutes on a quiet 2-core machine (20k env steps, 1,250 learner steps)."""
+    flag at times (measured at load 40-60, flag-reaching training episodes up to ~40k env steps, with 4
+    policies: NGU seed 1 32 of 202 (first at 9.4k), seed 2 4 of 99 up to 20k (first at 9.7k); R2D2 seed 1
+    11 of 200 (first at 8.1k); with today's 2 policies and 4 actors, NGU seed 1 117 of 564 up to 100k,
+    first at 4.8k, iteration means -199.0 and -192.9 at 10k and 20k). About 1-2 minutes on a quiet 2-core
+    machine (20k env steps, 1,250 learner steps)."""
     config = train.NguConfig(
         num_iterations=2,
         num_train_steps=10_000,
@@ -411,3 +413,122 @@ def test_obscure_probability_reaches_the_actors_environments(tmp_path, monkeypat
     base = dataclasses.asdict(_config(tmp_path, obscure_probability=0.5))
     module.main(config_class(**base))
     assert seen["w"].func is ObscuredObservation and seen["w"].keywords == {"probability": 0.5}
+
+
+# ----------------------------------------------------------------------------------------------------
+# The policy family over few actors
+
+
+def test_classic_defaults_give_the_greedy_policy_a_noisy_and_a_near_greedy_actor():
+    """Actor i plays j = i mod N with the Ape-X epsilon 0.4^(1 + 7 i / 3) of 4 actors. The classic N = 2
+    gives j = 0 (the policy evaluated) actors 0 and 2: epsilons 0.4^1 = 0.4 and 0.4^(17/3) ~ 0.0056
+    (with N = 4 it had actor 0 alone, epsilon 0.4); j = 1 gets 0.4^(10/3) ~ 0.047 and 0.4^8 ~ 0.00066."""
+    config = train.NguConfig()
+    assert (config.num_actors, config.num_policies) == (4, 2)
+    played = []
+    for i in range(4):
+        actor, _ = train.build_actor(
+            config, PositionVelocityEnv(), torch.device("cpu"), RecordingLink(actor_index=i), 0
+        )
+        actor.step(timestep([0.0, 0.0], first=True))
+        played.append((actor.statistics["policy_index"], actor.statistics["epsilon"]))
+    assert [j for j, _ in played] == [0.0, 1.0, 0.0, 1.0]
+    assert [eps for _, eps in played] == pytest.approx([0.4, 0.4 ** (10 / 3), 0.4 ** (17 / 3), 0.4**8])
+    assert 0.4 ** (17 / 3) == pytest.approx(0.00556, abs=1e-5)
+    betas, gammas = train.family_of(dataclasses.asdict(config))
+    assert betas == [0.0, 0.3] and gammas == pytest.approx([0.997, 0.99])
+
+
+def test_atari_ngu_plays_every_policy_and_agent57_keeps_the_papers_32():
+    """16 Atari actors: NGU's 8 policies each get 2 actors (j = 0: actors 0 and 8); Agent57's bandit lets
+    every actor play any of the paper's 32."""
+    from deep_rl_zoo.agent57 import run_atari as agent57_atari
+
+    assert (run_atari.DEFAULTS["num_actors"], run_atari.DEFAULTS["num_policies"]) == (16, 8)
+    assert agent57_atari.DEFAULTS["num_policies"] == 32
+
+
+# ----------------------------------------------------------------------------------------------------
+# Resuming with other flags
+
+
+def _saved_run(tmp_path, config) -> None:
+    """A checkpoint of a fresh learner at iteration 0, written as a run writes it (no training)."""
+    from deep_rl_zoo import main_loop, run_support
+
+    learner = train.build_learner(config, _MountainCarSpaces(), torch.device("cpu")).learner
+    folder = tmp_path / "checkpoints" / "NGU_MountainCar-v0"
+    state = main_loop.LoopState()
+    state.next_iteration = 1
+    run_support.checkpoint_saver(config, "NGU", "MountainCar-v0", learner, str(folder))(0, state)
+
+
+@pytest.mark.smoke  # runs train.main (up to the resume), about a second
+def test_resuming_with_other_num_actors_is_a_one_line_config_error_before_any_actor(tmp_path):
+    """2 actors: 3 memory rows (2 actors + the evaluation actor); resumed with 3 actors the learner has 4."""
+    _saved_run(tmp_path, _config(tmp_path))
+    with pytest.raises(ConfigError) as raised:
+        train.main(_config(tmp_path, num_actors=3, resume=True))
+    assert str(raised.value) == (
+        "--resume: the checkpoint was trained with --num_actors=2, this run has --num_actors=3; "
+        "resume with --num_actors=2"
+    )
+    assert not os.path.exists(tmp_path / "runs")  # nothing opened, no actor started
+    # LSTM input: 128 torso features + N policies + 3 actions + 2 rewards = 135 (N = 2) vs 136 (N = 3)
+    with pytest.raises(ConfigError, match=r"q\.lstm\.weight_ih_l0 is \(512, 135\), this run's \(512, 136\)"):
+        train.main(_config(tmp_path, num_policies=3, resume=True))
+
+
+@pytest.mark.parametrize("package", ["ngu", "agent57"])
+def test_eval_agent_obscure_probability_wraps_the_evaluation_env(monkeypatch, package):
+    """eval_agent --obscure_probability=0.5 evaluates on flickering observations, as R2D2's does."""
+    import importlib
+
+    from deep_rl_zoo import run_support
+    from deep_rl_zoo.drqn.obscured import ObscuredObservation
+
+    module = importlib.import_module(f"deep_rl_zoo.{package}.eval_agent")
+    seen = {}
+    monkeypatch.setattr(run_support, "evaluate", lambda *args, wrap_env=None, **kw: seen.update(w=wrap_env))
+    module.main(eval_agent.NguEvalConfig(environment_name="MountainCar-v0", obscure_probability=0.5))
+    assert seen["w"].func is ObscuredObservation and seen["w"].keywords == {"probability": 0.5}
+    with pytest.raises(ConfigError, match="obscure_probability"):
+        eval_agent.NguEvalConfig(environment_name="MountainCar-v0", obscure_probability=1.5)
+
+
+def test_learner_checkpoint_keeps_ngus_layout_on_r2d2s_learner(tmp_path):
+    """NGU's learner is R2D2's with `networks` in place of `network` and `target_q` of `target_network`:
+    the keys and their order are those of checkpoints written before it shared R2D2's code (checked by
+    hand on such checkpoints of NGU and Agent57), and a fresh learner takes another's state exactly."""
+    from deep_rl_zoo.r2d2.agent import R2d2
+
+    config = _config(tmp_path)
+    learner = train.build_learner(config, _MountainCarSpaces(), torch.device("cpu")).learner
+    assert isinstance(learner, R2d2) and learner.network is learner.networks.q
+    state = learner.state_dict()
+    expected = [
+        "networks",
+        "target_q",
+        "optimizer",
+        "env_steps",
+        "learner_steps",
+        "update_credit",
+        "replay_rng",
+    ]
+    assert list(state) == expected
+    assert sorted(state["target_q"]) == sorted(n[2:] for n in state["networks"] if n.startswith("q."))
+    assert {n.split(".")[0] for n in state["networks"]} == {
+        "q",
+        "embedding",
+        "rnd",
+        "rnd_error",
+        "actor_memory",
+    }
+    state["learner_steps"], state["env_steps"], state["update_credit"] = 7, 112, 0.5
+    with torch.no_grad():
+        state["target_q"]["head.bias"] += 1.0  # the target differs from the online network
+    other = train.build_learner(config, _MountainCarSpaces(), torch.device("cpu")).learner
+    other.load_state_dict(state)
+    assert (other.learner_steps, other.statistics["env_steps_received"]) == (7, 112)
+    torch.testing.assert_close(other.target_q.head.bias, state["target_q"]["head.bias"], rtol=0, atol=0)
+    torch.testing.assert_close(other.networks.q.head.bias, learner.networks.q.head.bias, rtol=0, atol=0)

@@ -71,9 +71,16 @@ MUTANTS = [
     Mutant(
         "ngu/actor-rows-not-kept",
         NGU,
-        "self._networks.actor_memory.write(block.actor_index, message.actor_state)",
+        "self._networks.actor_memory.write(message.block.actor_index, message.actor_state)",
         "pass",
         "running distance means and bandits are lost on resume or actor restart",
+    ),
+    Mutant(
+        "ngu/resume-shapes-unchecked",
+        NGU,
+        'check_resumable(self._networks.state_dict(), state["networks"])',
+        "pass",
+        "resuming with another --num_actors ends in a raw state_dict shape error, not a one-line one",
     ),
     Mutant(
         "ngu/every-actor-plays-policy-0",

@@ -184,7 +184,7 @@ class Agent57(Ngu):
     def q_loss(self, data: SequenceTensors) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
         b = self._burn_in
         q_online, q_target = sequence_q_values(
-            self._networks.q, self._target_q, data.inputs, data.first, data.stored_state, b
+            self._networks.q, self._target_network, data.inputs, data.first, data.stored_state, b
         )  # [L + 1, B, 2, A]
         policy = data.policy_index[b:]  # [L + 1, B]
         extra = agent57_td_errors(

@@ -1,6 +1,7 @@
 """Trains Agent57 on an Atari game: `python -m deep_rl_zoo.agent57.run_atari --environment_name=Pitfall`.
 
-Defaults: NGU's Atari ones (`ngu.run_atari`, R2D2's settings with 32 policies) plus the meta-controller's
+Defaults: NGU's Atari ones (`ngu.run_atari`, R2D2's settings) with the paper's 32 policies (the bandit
+lets every actor play every policy, so NGU's reason for fewer does not apply) plus the meta-controller's
 (window 160, beta 1, epsilon 0.5). Changed as for NGU (16 actors, transformed n-step targets, not
 Retrace; the paper's larger replay, longer traces and its 256 actors do not fit a workstation).
 """
@@ -9,7 +10,7 @@ from deep_rl_zoo.agent57.train import Agent57Config, main
 from deep_rl_zoo.config import run_script
 from deep_rl_zoo.ngu.run_atari import DEFAULTS as NGU_ATARI_DEFAULTS
 
-DEFAULTS = {**NGU_ATARI_DEFAULTS, "environment_name": "Pitfall"}
+DEFAULTS = {**NGU_ATARI_DEFAULTS, "environment_name": "Pitfall", "num_policies": 32}
 
 if __name__ == "__main__":
     run_script(

@@ -17,7 +17,12 @@ from deep_rl_zoo.runtime import LearnerLink
 
 @dataclasses.dataclass(frozen=True)
 class Agent57Config(ngu_train.NguConfig):
-    """NGU's hyper-parameters plus the meta-controller's (Badia et al. 2020, Agent57's appendix)."""
+    """NGU's hyper-parameters plus the meta-controller's (Badia et al. 2020, Agent57's appendix).
+
+    Classic control keeps NGU's 2 policies: here the bandit, not j = i mod N, picks each episode's j, so
+    every actor (every Ape-X epsilon) plays the greedy j = 0 in some episodes whatever N is; with 2 arms
+    the bandit's random half (epsilon 0.5) alone plays j = 0 in a quarter of the episodes (N = 4: an
+    eighth), which is what the evaluated Q_e(., j = 0) learns from. Atari: the paper's 32."""
 
     bandit_window: int = field(160, "Episodes of each actor's sliding-window UCB meta-controller.")
     bandit_beta: float = field(1.0, "Exploration bonus weight of the UCB meta-controller.")

@@ -39,12 +39,13 @@ Changed, and why:
   actor too, without saying over which window); the RND error's mean and std are running statistics the
   learner keeps over every step received (the paper's actors kept them), published to the actors with
   the networks. Both and the bandit of Agent57 are in the checkpoint.
-- CPU budget: few actors (4) and as many policies (N = 4 on classic control, 32 on Atari), short
-  sequences, and the replay ratio of R2D2's classic defaults; see `train.NguConfig`.
+- CPU budget: few actors (4 on classic control, 16 on Atari) and fewer policies than actors (N = 2 and
+  8), so that the greedy policy j = 0 has both a noisy and a near-greedy actor, as each policy of the
+  paper's 256 actors over 32 policies has (`train.NguConfig` says why), short sequences, and the replay
+  ratio of R2D2's classic defaults.
 - Sequences cross episode ends with masking, and the head is plain (no dueling), as in `r2d2.agent`.
 """
 
-import copy
 import dataclasses
 import math
 from typing import NamedTuple
@@ -55,11 +56,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from deep_rl_zoo import exploration, optimization, value_learning
+from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks import common
 from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule, RandomNetworkDistillation
 from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
 from deep_rl_zoo.normalizers import ObservationNormalizer
-from deep_rl_zoo.r2d2.agent import r2d2_td_errors, sequence_q_values
+from deep_rl_zoo.r2d2.agent import R2d2, r2d2_td_errors, sequence_q_values
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, ReplayedSequences, SequenceBlock
 from deep_rl_zoo.types_ import TimeStep
 
@@ -551,13 +553,47 @@ def auxiliary_losses(
     return inverse_loss, rnd_loss
 
 
-class Ngu:
+def check_resumable(own: dict, saved: dict) -> None:
+    """A one-line ConfigError (exit 2, before any actor starts) when a checkpoint's networks do not fit
+    this run's, naming the flag: the actors' memory has one row per actor plus the evaluation actor's
+    (--num_actors), and Agent57's bandit keeps --bandit_window pairs per row; any other shape names the
+    tensor (the network sizes, --num_policies)."""
+    rows, saved_rows = (
+        own["actor_memory.distance_mean"].shape[0],
+        saved["actor_memory.distance_mean"].shape[0],
+    )
+    if saved_rows != rows:
+        raise ConfigError(
+            f"--resume: the checkpoint was trained with --num_actors={saved_rows - 1}, this run has "
+            f"--num_actors={rows - 1}; resume with --num_actors={saved_rows - 1}"
+        )
+    window, saved_window = (
+        own["actor_memory.bandit_arms"].shape[1],
+        saved["actor_memory.bandit_arms"].shape[1],
+    )
+    if saved_window != window:
+        raise ConfigError(
+            f"--resume: the checkpoint was trained with --bandit_window={saved_window}, this run has "
+            f"--bandit_window={window}; resume with --bandit_window={saved_window}"
+        )
+    for name, value in saved.items():
+        if name in own and tuple(own[name].shape) != tuple(value.shape):
+            raise ConfigError(
+                f"--resume: the checkpoint's {name} is {tuple(value.shape)}, this run's "
+                f"{tuple(own[name].shape)}: resume with the flags it was trained with (its run's config.txt)"
+            )
+
+
+class Ngu(R2d2):
     """The NGU learner: keeps the actors' memory rows and RND's statistics from every message, stores
-    the blocks, and takes its share of gradient steps (Q-network, embedding and RND on the same batch)."""
+    the blocks, and takes its share of gradient steps (Q-network, embedding and RND on the same batch).
+
+    R2D2's learner (`r2d2.agent.R2d2`) with the networks `q` as its network: its constructor, counters,
+    replay credit (`learn` of the blocks), readiness and statistics are shared; the gradient step (each
+    sequence's own policy, the auxiliary losses) and the checkpoint's layout (`networks`, `target_q`)
+    are NGU's."""
 
     agent_name = "NGU"
-    on_policy = False
-    messages_per_step = 1
 
     def __init__(
         self,
@@ -567,52 +603,24 @@ class Ngu:
         replay: PrioritizedSequenceReplay,
         betas: list[float],
         gammas: list[float],
-        burn_in: int,
-        batch_size: int,
-        min_replay_size: int,
-        updates_per_env_step: float,
-        n_step: int,
-        target_network_update_period: int,
-        importance_sampling_exponent: float,
-        priority_eta: float,
-        rescaling_eps: float,
-        max_grad_norm: float,
-        device: torch.device,
+        **r2d2_arguments,
     ):
         """
         Args:
           networks: everything published; `networks.q` is the online Q-network (outputs h(Q)).
           optimizer: over the Q-network's, the embedding's and RND predictor's parameters.
           betas, gammas: the policy family's (beta_j, gamma_j), j < N.
-          Others: as `r2d2.agent.R2d2`'s.
+          r2d2_arguments: `r2d2.agent.R2d2`'s (burn_in, batch_size, ..., device) but its discount:
+            each sequence is learned with its own policy's gamma_j.
         """
-        if not 0 <= burn_in <= replay.sequence_length - 2:
-            raise ValueError(
-                f"burn_in {burn_in} leaves no transition in sequences of {replay.sequence_length}"
-            )
         if len(betas) != len(gammas):
             raise ValueError(f"{len(betas)} betas but {len(gammas)} gammas")
+        super().__init__(
+            network=networks.q, optimizer=optimizer, replay=replay, discount=None, **r2d2_arguments
+        )
         self._networks = networks
-        self._target_q = copy.deepcopy(networks.q).requires_grad_(False)
-        self._optimizer = optimizer
-        self._replay = replay
-        self._betas = torch.tensor(betas, dtype=torch.float32, device=device)
-        self._gammas = torch.tensor(gammas, dtype=torch.float32, device=device)
-        self._burn_in = burn_in
-        self._batch_size = batch_size
-        self._min_replay_size = min_replay_size
-        self._updates_per_env_step = updates_per_env_step
-        self._n_step = n_step
-        self._target_network_update_period = target_network_update_period
-        self._importance_sampling_exponent = importance_sampling_exponent
-        self._priority_eta = priority_eta
-        self._rescaling_eps = rescaling_eps
-        self._max_grad_norm = max_grad_norm
-        self._device = device
-        self._env_steps = 0
-        self._learner_steps = 0
-        self._update_credit = 0.0
-        self._statistics: dict[str, float] = {}
+        self._betas = torch.tensor(betas, dtype=torch.float32, device=self._device)
+        self._gammas = torch.tensor(gammas, dtype=torch.float32, device=self._device)
 
     @property
     def shared_module(self) -> nn.Module:
@@ -624,24 +632,15 @@ class Ngu:
 
     @property
     def target_q(self) -> nn.Module:
-        return self._target_q
-
-    @property
-    def learner_steps(self) -> int:
-        return self._learner_steps
+        return self._target_network
 
     def learn(self, payloads: list[NguMessage]) -> None:
+        """Each message's actor memory row and RND statistics first, then R2D2's: store every block and
+        take the gradient steps owed."""
         for message in payloads:
-            block = message.block
-            self._networks.actor_memory.write(block.actor_index, message.actor_state)
-            self._observe_novelty(block.observation)
-            self._replay.add_block(block)
-            self._env_steps += len(block.first)
-            if self._ready():
-                self._update_credit += len(block.first) * self._updates_per_env_step
-        while self._update_credit >= 1.0:
-            self._update_credit -= 1.0
-            self.gradient_step()
+            self._networks.actor_memory.write(message.block.actor_index, message.actor_state)
+            self._observe_novelty(message.block.observation)
+        super().learn([message.block for message in payloads])
 
     @torch.no_grad()
     def _observe_novelty(self, observation: np.ndarray) -> None:
@@ -653,17 +652,12 @@ class Ngu:
         prediction, target = self._networks.rnd(x)
         self._networks.rnd_error.update((prediction - target).square().mean(-1))
 
-    def _ready(self) -> bool:
-        return (
-            self._replay.num_steps >= self._min_replay_size and self._replay.num_sequences >= self._batch_size
-        )
-
     def q_loss(self, data: SequenceTensors) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
         """(per-sequence loss [B], |td| [L, B] for priorities, mask [L, B], statistics) of NGU's one
         Q-network, learned with r^e + beta_j r^i and gamma_j of each sequence's policy."""
         b = self._burn_in
         q_online, q_target = sequence_q_values(
-            self._networks.q, self._target_q, data.inputs, data.first, data.stored_state, b
+            self._networks.q, self._target_network, data.inputs, data.first, data.stored_state, b
         )
         reward, discount = policy_reward_and_discount(
             data.extrinsic_reward[b + 1 :],
@@ -707,7 +701,7 @@ class Ngu:
         value = step.loss
         self._learner_steps += 1
         if self._learner_steps % self._target_network_update_period == 0:
-            self._target_q.load_state_dict(self._networks.q.state_dict())
+            self._target_network.load_state_dict(self._networks.q.state_dict())
 
         has_loss = mask.sum(0) > 0
         priority_mask = torch.where(has_loss[None, :], mask, torch.ones_like(mask))
@@ -724,34 +718,19 @@ class Ngu:
             **q_statistics,
         }
 
-    @property
-    def statistics(self) -> dict[str, float]:
-        return {
-            "learner_steps": self._learner_steps,
-            "env_steps_received": self._env_steps,
-            "replay_steps": self._replay.num_steps,
-            "replay_sequences": self._replay.num_sequences,
-            **self._statistics,
-        }
-
     def state_dict(self) -> dict:
         """Networks with every normaliser and the actors' memory (bandit included), target, optimizer,
-        counters; not the replay's contents (a resumed run refills it, as the other replay agents)."""
-        return {
-            "networks": self._networks.state_dict(),
-            "target_q": self._target_q.state_dict(),
-            "optimizer": self._optimizer.state_dict(),
-            "env_steps": self._env_steps,
-            "learner_steps": self._learner_steps,
-            "update_credit": self._update_credit,
-            "replay_rng": self._replay.rng.bit_generator.state,
-        }
+        counters; not the replay's contents (a resumed run refills it, as the other replay agents).
+        R2D2's dict with its `network` (here `networks.q`) widened to `networks`, `target_network` named
+        `target_q`: NGU's checkpoint layout."""
+        state = super().state_dict()
+        del state["network"]
+        return {"networks": self._networks.state_dict(), "target_q": state.pop("target_network"), **state}
 
     def load_state_dict(self, state: dict) -> None:
+        check_resumable(self._networks.state_dict(), state["networks"])
         self._networks.load_state_dict(state["networks"])
-        self._target_q.load_state_dict(state["target_q"])
-        self._optimizer.load_state_dict(state["optimizer"])
-        self._env_steps = state["env_steps"]
-        self._learner_steps = state["learner_steps"]
-        self._update_credit = state["update_credit"]
-        self._replay.rng.bit_generator.state = state["replay_rng"]
+        rest = {name: value for name, value in state.items() if name not in ("networks", "target_q")}
+        super().load_state_dict(
+            {**rest, "network": self._networks.q.state_dict(), "target_network": state["target_q"]}
+        )

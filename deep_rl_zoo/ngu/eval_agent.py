@@ -1,15 +1,31 @@
 """Plays a trained NGU greedily with its exploitative policy j = 0 (carrying its LSTM state and its own
 episodic memory) and records a video:
 `python -m deep_rl_zoo.ngu.eval_agent --environment_name=MountainCar-v0 --load_checkpoint_file=latest`.
+`--obscure_probability` blanks observations as in a flickering training run (R2D2's evaluation flag).
 """
 
+import dataclasses
+
 from deep_rl_zoo import run_support
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import run_script
+from deep_rl_zoo.drqn.obscured import obscuring_wrapper
+from deep_rl_zoo.errors import require
 from deep_rl_zoo.ngu.agent import Ngu
 from deep_rl_zoo.ngu.train import build_networks, evaluation_actor
+from deep_rl_zoo.r2d2.eval_agent import R2d2EvalConfig
 
 
-def main(config: EvalConfig, agent_name: str = Ngu.agent_name, build=build_networks) -> list[float]:
+@dataclasses.dataclass(frozen=True)
+class NguEvalConfig(R2d2EvalConfig):
+    """R2D2's evaluation flags (`--obscure_probability`), with the probability checked before any work."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        p = self.obscure_probability
+        require(0.0 <= p <= 1.0, f"--obscure_probability must be in [0, 1], got {p}")
+
+
+def main(config: NguEvalConfig, agent_name: str = Ngu.agent_name, build=build_networks) -> list[float]:
     def build_actor(env, device, checkpoint):
         num_actions = int(env.action_space.n)
         saved_config = checkpoint["config"] if checkpoint else {}
@@ -20,8 +36,14 @@ def main(config: EvalConfig, agent_name: str = Ngu.agent_name, build=build_netwo
         epsilon = run_support.eval_exploration_epsilon(config)
         return evaluation_actor(saved_config, networks, num_actions, epsilon, config.seed, device, agent_name)
 
-    return run_support.evaluate(config, agent_name, build_actor)
+    return run_support.evaluate(
+        # a plain EvalConfig (no flickering flag) evaluates unobscured
+        config,
+        agent_name,
+        build_actor,
+        wrap_env=obscuring_wrapper(getattr(config, "obscure_probability", 0.0)),
+    )
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {}, main)
+    run_script(NguEvalConfig, {}, main)

@@ -32,15 +32,28 @@ class NguConfig(R2d2Config):
     """NGU hyper-parameters: R2D2's (sequences, replay, targets, Ape-X epsilons; `--discount` is
     replaced by each policy's gamma_j) plus the novelty and policy-family ones, the paper's (Badia et al.
     2020, table of hyper-parameters) unless said. Classic-control defaults are for MountainCar-v0 on a CPU:
-    4 policies for 4 actors (the paper: 32 policies over 256 actors), an MLP embedding of 32 units, and a
+    2 policies for 4 actors (the paper: 32 policies over 256 actors), an MLP embedding of 32 units, and a
     gradient step on 32 sequences every 16 env steps received (each learner step also trains the embedding
-    and RND, and NGU's actors cost about 4 network calls per env step)."""
+    and RND, and NGU's actors cost about 4 network calls per env step).
+
+    Why 2 policies for 4 actors, not 4: as in the paper, actor i plays j = i mod N and has the Ape-X
+    epsilon of its index over all actors, 0.4^(1 + 7 i / (A - 1)), and each replayed sequence is learned
+    under its own j only, so the greedy policy j = 0 (beta 0, the one evaluated) learns from its own
+    actors' sequences alone (the others help it only through the shared weights). With the paper's 256
+    actors and 32 policies, j = 0 has 8 actors spread over the whole epsilon range (0.4 down to ~0.0014).
+    With 4 actors and N = 4, j = 0 has actor 0 alone, epsilon 0.4: the policy evaluated greedily is learned
+    only from the noisiest actor's behaviour, and the near-greedy actor (epsilon 0.4^8) is the most
+    exploratory policy. N = 2 keeps the paper's rule and gives each policy one noisy and one near-greedy
+    actor: j = 0 (beta 0, gamma 0.997) actors 0 and 2, epsilons 0.4 and 0.4^(17/3) ~ 0.0056; j = 1
+    (beta 0.3, gamma 0.99) actors 1 and 3, epsilons 0.4^(10/3) ~ 0.047 and 0.4^8 ~ 0.00066."""
 
     environment_name: str = field("MountainCar-v0", "Gymnasium id, or a short Atari name such as Pong.")
     updates_per_env_step: float = field(
         0.0625, "Gradient steps per env step received (R2D2's classic 0.25 is 4x the CPU per env step)."
     )
-    num_policies: int = field(4, "N, policies of the family (beta_j, gamma_j); actor i plays j = i mod N.")
+    num_policies: int = field(
+        2, "N, policies of the family (beta_j, gamma_j); actor i plays j = i mod N (keep N < --num_actors)."
+    )
     intrinsic_beta: float = field(0.3, "beta of the most exploratory policy (j = N - 1).")
     gamma_max: float = field(0.997, "gamma_0, of the exploitative policy j = 0.")
     gamma_min: float = field(0.99, "gamma_{N-1}, of the most exploratory policy.")
