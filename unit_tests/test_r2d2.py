@@ -521,6 +521,14 @@ def test_obscured_observations_reach_the_actor_processes_env_and_the_evaluation(
         _config(tmp_path, obscure_probability=1.5)
 
 
+def test_eval_agent_refuses_an_obscure_probability_outside_0_1_before_any_work():
+    from deep_rl_zoo.r2d2.eval_agent import R2d2EvalConfig
+
+    for p in (-0.1, 1.5):
+        with pytest.raises(ConfigError, match=r"--obscure_probability must be in \[0, 1\]"):
+            R2d2EvalConfig(environment_name="CartPole-v1", obscure_probability=p)
+
+
 @pytest.mark.smoke
 def test_flickering_cartpole_runs_with_actor_processes(tmp_path):
     """The obscuring wrapper travels to the actors through the fork server (a lambda would not pickle)."""

@@ -9,7 +9,6 @@ import dataclasses
 from deep_rl_zoo import run_support
 from deep_rl_zoo.config import run_script
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
-from deep_rl_zoo.errors import require
 from deep_rl_zoo.ngu.agent import Ngu
 from deep_rl_zoo.ngu.train import build_networks, evaluation_actor
 from deep_rl_zoo.r2d2.eval_agent import R2d2EvalConfig
@@ -17,12 +16,7 @@ from deep_rl_zoo.r2d2.eval_agent import R2d2EvalConfig
 
 @dataclasses.dataclass(frozen=True)
 class NguEvalConfig(R2d2EvalConfig):
-    """R2D2's evaluation flags (`--obscure_probability`), with the probability checked before any work."""
-
-    def __post_init__(self):
-        super().__post_init__()
-        p = self.obscure_probability
-        require(0.0 <= p <= 1.0, f"--obscure_probability must be in [0, 1], got {p}")
+    """R2D2's evaluation flags (`--obscure_probability`, checked before any work)."""
 
 
 def main(config: NguEvalConfig, agent_name: str = Ngu.agent_name, build=build_networks) -> list[float]:

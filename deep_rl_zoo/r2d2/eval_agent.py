@@ -10,6 +10,7 @@ from deep_rl_zoo import run_support
 from deep_rl_zoo.config import EvalConfig, field, run_script
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
+from deep_rl_zoo.errors import require
 from deep_rl_zoo.r2d2.agent import R2d2
 from deep_rl_zoo.r2d2.train import build_network
 
@@ -17,6 +18,11 @@ from deep_rl_zoo.r2d2.train import build_network
 @dataclasses.dataclass(frozen=True)
 class R2d2EvalConfig(EvalConfig):
     obscure_probability: float = field(0.0, "Blank each observation with this probability, as in training.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        p = self.obscure_probability
+        require(0.0 <= p <= 1.0, f"--obscure_probability must be in [0, 1], got {p}")
 
 
 def main(config: R2d2EvalConfig) -> list[float]:
