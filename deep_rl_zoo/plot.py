@@ -421,10 +421,10 @@ def draw(panels: Sequence[Panel], output: str, band: str, threshold: float | Non
             )
             if curve.episode_spread is not None:
                 any_episode_band = True
-                low, high = curve.episode_spread
-                axis.fill_between(curve.steps, low, high, color=color, alpha=0.12, lw=0)
-                axis.plot(curve.steps, low, color=color, lw=0.6, ls=":")
-                axis.plot(curve.steps, high, color=color, lw=0.6, ls=":")
+                low, high = curve.episode_spread  # a bar per evaluation: one evaluation is a point
+                axis.vlines(curve.steps, low, high, color=color, lw=1.0, alpha=0.6)
+                axis.plot(curve.steps, low, color=color, ls="none", marker="_", ms=8, alpha=0.8)
+                axis.plot(curve.steps, high, color=color, ls="none", marker="_", ms=8, alpha=0.8)
             if not full.all():
                 any_partial = True
                 partial = ~full
@@ -450,7 +450,7 @@ def draw(panels: Sequence[Panel], output: str, band: str, threshold: float | Non
             + f"; thin lines: single runs (groups of up to {MAX_RUNS_DRAWN})"
         )
     if any_episode_band:
-        notes.append("dotted band around a single run's mean: its lowest to highest episode")
+        notes.append("bars on a single run's evaluations: its lowest to highest episode")
     if any_partial:
         notes.append("dashed: after some runs stopped (solved or ended)")
     handles, labels = axes[0][0].get_legend_handles_labels()
