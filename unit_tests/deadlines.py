@@ -34,3 +34,16 @@ class Deadline:
 
     def passed(self) -> bool:
         return self.elapsed() > under_load(self._seconds)
+
+
+def answers_ctrl_c() -> None:
+    """`preexec_fn` for a process a test will send SIGINT: give it the default SIGINT disposition.
+
+    A test runner started in the background by a script (`nohup pytest ... &` without job control) inherits
+    SIGINT *ignored*, passes that on to its children, and a Python started with SIGINT ignored never raises
+    KeyboardInterrupt: the test would wait for a Ctrl-C that cannot arrive. A terminal job, which is what
+    these tests imitate, starts with the default disposition.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -24,7 +24,7 @@ from deep_rl_zoo.errors import ActorError, ZooError
 from deep_rl_zoo.runtime.interface import ActorMessage, ActorRestart
 from deep_rl_zoo.runtime.local import LocalActorRuntime, SharedParameters
 from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
-from unit_tests.deadlines import Deadline, under_load
+from unit_tests.deadlines import Deadline, answers_ctrl_c, under_load
 
 # ----------------------------------------------------------------------------------------------------
 # A fake algorithm: actors act at random on CartPole and send (parameter version, env steps) unrolls.
@@ -321,6 +321,7 @@ def test_ctrl_c_stops_the_learner_and_every_actor(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, like a terminal job
+        preexec_fn=answers_ctrl_c,  # and Ctrl-C reaches it even if pytest runs with SIGINT ignored
     )
     try:
         started = Deadline(60)  # a Python start-up importing torch, then two actors (stretched by the load)

@@ -19,7 +19,7 @@ from deep_rl_zoo.dqn import eval_agent, train
 from deep_rl_zoo.errors import CheckpointError, ConfigError, NonFiniteLossError
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.types_ import TimeStep
-from unit_tests.deadlines import Deadline, under_load
+from unit_tests.deadlines import Deadline, answers_ctrl_c, under_load
 
 
 def tiny_classic_config(tmp_path, **overrides) -> train.DqnConfig:
@@ -232,6 +232,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_written_checkpoints(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=answers_ctrl_c,  # Ctrl-C must reach it even if pytest runs with SIGINT ignored
     )
     first = tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"
     saved = Deadline(90)  # a Python start-up importing torch, then one iteration (stretched by the load)
