@@ -291,6 +291,11 @@ def finish_iteration(
         "train_steps_per_second": round(train_steps_per_second, 1),
         "eval_mean_episode_return": eval_summary["mean_episode_return"],
         "eval_num_episodes": eval_summary["num_episodes"],
+        # the spread over whole games: a mean of +3 may be every game near +3 or half won, half lost
+        **{
+            f"eval_{edge}_episode_return": eval_summary.get(f"{edge}_episode_return", math.nan)
+            for edge in ("min", "max", "std")
+        },
     }
     row.update({f"learner_{k}": v for k, v in learner_statistics.items()})
     logger.csv_row(row)

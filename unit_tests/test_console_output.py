@@ -73,13 +73,14 @@ def test_an_evaluation_counts_whole_episodes_only():
     assert main_loop._describe_evaluation(summary) == "eval return 10.0 over 2 episodes"
 
 
-def _finish(eval_summary, capsys, solved_min_episodes=10):
+def _finish(eval_summary, capsys, solved_min_episodes=10, rows=None):
     class NullLogger:
         def scalars(self, *args):
             pass
 
         def csv_row(self, row):
-            pass
+            if rows is not None:
+                rows.append(row)
 
         def flush(self):
             pass
@@ -110,6 +111,20 @@ def test_solved_needs_ten_whole_episodes(capsys):
     assert "not solved yet" in out and "over 2 whole episodes; solved needs at least 10" in out
     solved, out = _finish(_summary(10, 480.0), capsys)
     assert solved and "solved: evaluation mean 480.0 >= 475.0 over 10 episodes" in out
+
+
+def test_the_csv_row_carries_the_evaluation_spread(capsys):
+    rows = []
+    spread = {"min_episode_return": -20.0, "max_episode_return": 20.0, "std_episode_return": 18.4}
+    _finish(_summary(17, 2.7, **spread), capsys, rows=rows)
+    assert {k: rows[0][k] for k in ("eval_mean_episode_return", "eval_num_episodes")} == {
+        "eval_mean_episode_return": 2.7,
+        "eval_num_episodes": 17,
+    }
+    assert [rows[0][f"eval_{edge}_episode_return"] for edge in ("min", "max", "std")] == [-20.0, 20.0, 18.4]
+    rows.clear()
+    _finish(_summary(0, math.nan), capsys, rows=rows)  # no whole game: no spread either
+    assert all(math.isnan(rows[0][f"eval_{edge}_episode_return"]) for edge in ("min", "max", "std"))
 
 
 def test_an_unfinished_episode_never_solves_a_run(capsys):
