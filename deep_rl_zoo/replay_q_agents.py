@@ -238,6 +238,54 @@ def load_network(
 # --- Acting in several envs at once (--num_envs)
 
 
+class ReplayQActing:
+    """The acting half every replay Q agent (DQN to IQN, not DRQN) shares.
+
+    `step_batch` takes one timestep of each of N envs (`--num_envs`): it counts the env steps they
+    complete, chooses the N actions with one batched forward (`_choose_actions`, the one part each agent
+    writes itself), stores env i's transitions through replay stream i and takes the gradient steps now
+    due (one per `_learn_interval` env steps, once the replay holds `_min_replay_size`). `step` is the
+    same for a single env. A subclass sets `_writer`, `_env_steps`, `_learn_interval` and
+    `_min_replay_size` and defines `_choose_actions(observations [N, ...], env_steps)` and `_learn()`.
+    """
+
+    _writer: replay_lib.TransitionWriter
+    _env_steps: int
+    _learn_interval: int
+    _min_replay_size: int
+
+    def _choose_actions(self, observations: np.ndarray, env_steps: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _learn(self) -> None:
+        raise NotImplementedError
+
+    def step(self, timestep: TimeStep) -> int:
+        """Stores what `timestep` completes, learns when due, and returns the agent's action."""
+        return int(self.step_batch([timestep])[0])
+
+    def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
+        actions, self._env_steps, gradient_steps = act_and_store(
+            timesteps,
+            self._writer,
+            self._env_steps,
+            self._choose_actions,
+            self._learn_interval,
+            self._min_replay_size,
+        )
+        for _ in range(gradient_steps):
+            self._learn()
+        return actions
+
+    def reset(self) -> None:
+        self._writer.reset()
+
+    @property
+    def replay_writer(self) -> replay_lib.TransitionWriter:
+        """The replay and frame store, which `--checkpoint_replay` saves beside the checkpoint."""
+        return self._writer
+
+
 def act_and_store(
     timesteps: Sequence[TimeStep],
     writer: replay_lib.TransitionWriter,

@@ -7,7 +7,6 @@ and K for acting (Q = the mean of K sampled quantiles; also how the target picks
 """
 
 import copy
-from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -18,7 +17,6 @@ from deep_rl_zoo.greedy_actors import epsilon_greedy_actions
 from deep_rl_zoo.networks.value import IqnNetwork, QuantileNetworkOutput
 from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
-from deep_rl_zoo.types_ import TimeStep
 
 
 class SampledTausQNetwork:
@@ -46,7 +44,7 @@ def sample_taus(
     return torch.rand(batch_size, num_taus, generator=generator).to(device)
 
 
-class Iqn:
+class Iqn(replay_q_agents.ReplayQActing):
     """An IQN agent that acts and learns in the same process (replay, n-step transitions, target
     network and learning cadence as in DQN)."""
 
@@ -120,25 +118,6 @@ class Iqn:
         self._last_loss = float("nan")
         self._last_grad_norm = float("nan")
 
-    def step(self, timestep: TimeStep) -> int:
-        """Stores what `timestep` completes, learns when due, and returns an epsilon-greedy action."""
-        return int(self.step_batch([timestep])[0])
-
-    def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
-        """`step` for one timestep of each of N envs (`--num_envs`): one batched forward, env i's
-        transitions through replay stream i, one gradient step per `learn_interval` env steps."""
-        actions, self._env_steps, gradient_steps = replay_q_agents.act_and_store(
-            timesteps,
-            self._writer,
-            self._env_steps,
-            self._choose_actions,
-            self._learn_interval,
-            self._min_replay_size,
-        )
-        for _ in range(gradient_steps):
-            self._learn()
-        return actions
-
     def _choose_actions(self, observations: np.ndarray, env_steps: int) -> np.ndarray:
         return epsilon_greedy_actions(
             self._acting_network,
@@ -148,14 +127,6 @@ class Iqn:
             self._rng,
             self._device,
         )
-
-    def reset(self) -> None:
-        self._writer.reset()
-
-    @property
-    def replay_writer(self) -> replay_lib.TransitionWriter:
-        """The replay and frame store, which `--checkpoint_replay` saves beside the checkpoint."""
-        return self._writer
 
     @property
     def epsilon(self) -> float:

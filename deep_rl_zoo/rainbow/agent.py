@@ -3,7 +3,6 @@ https://arxiv.org/abs/1710.02298): C51's distributional loss with double selecti
 prioritized replay, and a dueling network whose noisy layers do all the exploration (no epsilon)."""
 
 import copy
-from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -18,7 +17,7 @@ from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.types_ import TimeStep
 
 
-class Rainbow:
+class Rainbow(replay_q_agents.ReplayQActing):
     """A Rainbow agent that acts and learns in the same process.
 
     Acts greedily with respect to the noisy online network. Its noise is redrawn before every gradient
@@ -82,25 +81,6 @@ class Rainbow:
         self._last_loss = float("nan")
         self._last_grad_norm = float("nan")
 
-    def step(self, timestep: TimeStep) -> int:
-        """Stores what `timestep` completes, learns when due, and returns the noisy network's greedy action."""
-        return int(self.step_batch([timestep])[0])
-
-    def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
-        """`step` for one timestep of each of N envs (`--num_envs`): one batched forward, env i's
-        transitions through replay stream i, one gradient step per `learn_interval` env steps."""
-        actions, self._env_steps, gradient_steps = replay_q_agents.act_and_store(
-            timesteps,
-            self._writer,
-            self._env_steps,
-            self._choose_actions,
-            self._learn_interval,
-            self._min_replay_size,
-        )
-        for _ in range(gradient_steps):
-            self._learn()
-        return actions
-
     def _choose_actions(self, observations: np.ndarray, env_steps: int) -> np.ndarray:
         interval = self._learn_interval
         if self._replay.size < self._min_replay_size and (
@@ -108,14 +88,6 @@ class Rainbow:
         ):
             reset_noise(self._network)  # warm-up: vary the behaviour; later `_learn` redraws the noise
         return greedy_actions(self._network, observations, self._device)
-
-    def reset(self) -> None:
-        self._writer.reset()
-
-    @property
-    def replay_writer(self) -> replay_lib.TransitionWriter:
-        """The replay and frame store, which `--checkpoint_replay` saves beside the checkpoint."""
-        return self._writer
 
     def _learn(self) -> None:
         sample = self._replay.sample(self._batch_size, self._importance_sampling_exponent(self._env_steps))
