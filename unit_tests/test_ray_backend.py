@@ -1,6 +1,7 @@
 """The Ray backend: a one-line error without Ray; with it, a real two-node Ray cluster on this machine
 (inside a fresh network namespace with only loopback up, so no byte of the test leaves 127.0.0.1) runs
-PPO with its actors pinned to the second node, survives a killed actor, and learns CartPole."""
+PPO with its actors pinned to the second node, survives a killed actor, and learns CartPole; the IMPALA,
+NGU and Agent57 scripts run there unchanged and finish through a killed actor."""
 
 import importlib.util
 import os
@@ -173,11 +174,22 @@ def test_two_node_ray_cluster_pins_actors_survives_a_killed_actor_and_learns_car
 @pytest.mark.smoke
 @_NEEDS_RAY
 @_NEEDS_NAMESPACE
-def test_impala_script_on_ray_survives_a_killed_ray_actor(tmp_path):
+@pytest.mark.parametrize(
+    ("package", "agent_name", "flags"),
+    [
+        ("impala", "IMPALA", "--unroll_length=16"),
+        # NGU's actors keep per-actor state the learner checkpoints (episodic memory, distance mean):
+        # the same script runs on Ray with no special case, a killed actor restarting with fresh memory
+        ("ngu", "NGU", "--min_replay_size=200 --sequence_length=10 --burn_in=5 --batch_size=8"),
+        # and Agent57's actors their bandit's window of episode returns
+        ("agent57", "Agent57", "--min_replay_size=200 --sequence_length=10 --burn_in=5 --batch_size=8"),
+    ],
+)
+def test_script_on_ray_survives_a_killed_ray_actor(tmp_path, package, agent_name, flags):
     checkpoints = tmp_path / "checkpoints"
     driver = f"""
-        {sys.executable} -m deep_rl_zoo.impala.run_classic --backend=ray --ray_address=$ADDRESS \\
-            --ray_actor_resource=actor_node --num_actors=2 --unroll_length=16 --num_iterations=4 \\
+        {sys.executable} -m deep_rl_zoo.{package}.run_classic --backend=ray --ray_address=$ADDRESS \\
+            --ray_actor_resource=actor_node --num_actors=2 {flags} --num_iterations=4 \\
             --num_train_steps=1000 --num_eval_steps=100 --checkpoint_dir={checkpoints} \\
             --runs_dir={tmp_path}/runs --nouse_tensorboard --noshow_progress --nostop_when_solved \\
             --noactors_on_gpu &
@@ -191,7 +203,7 @@ def test_impala_script_on_ray_survives_a_killed_ray_actor(tmp_path):
         """
     output = _run_on_a_two_node_cluster(tmp_path, driver)
     assert "restarted it with seed" in output, output[-3000:]
-    assert list(checkpoints.rglob("IMPALA_CartPole-v1_3.ckpt")), "the run did not finish its 4 iterations"
+    assert list(checkpoints.rglob(f"{agent_name}_*_3.ckpt")), "the run did not finish its 4 iterations"
 
 
 # /proc/net/tcp{,6} hex: 127.0.0.1, 0.0.0.0 (listening), ::1, ::, and ::ffff:127.0.0.1 (IPv4-mapped).
