@@ -390,8 +390,31 @@ def _reward_threshold(runs: Sequence[Run]) -> float | None:
         return None
 
 
-def draw(panels: Sequence[Panel], output: str, band: str, threshold: float | None = None) -> None:
-    """Writes the panels side by side into `output` (PNG, SVG or PDF, by its extension)."""
+def parse_references(values: Sequence[str]) -> list[tuple[str, float]]:
+    """`--reference LABEL=VALUE` flags as (label, value) pairs, e.g. "random play=1.7" (a published
+    baseline score to compare a curve against)."""
+    references = []
+    for text in values:
+        label, sep, value = text.rpartition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not label.strip() or not math.isfinite(number):
+            raise ConfigError(f'--reference must be LABEL=NUMBER, e.g. "random play=1.7"; got {text!r}')
+        references.append((label.strip(), number))
+    return references
+
+
+def draw(
+    panels: Sequence[Panel],
+    output: str,
+    band: str,
+    threshold: float | None = None,
+    references: Sequence[tuple[str, float]] = (),
+) -> None:
+    """Writes the panels side by side into `output` (PNG, SVG or PDF, by its extension); `references`
+    are dashed horizontal lines on every episode-return panel."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed
@@ -438,6 +461,9 @@ def draw(panels: Sequence[Panel], output: str, band: str, threshold: float | Non
                         axis.plot(run.steps, run.values, color=color, lw=0.6, alpha=0.5)
         if threshold is not None and panel.metric.endswith("episode_return"):
             axis.axhline(threshold, color="grey", ls=":", lw=1.2, label=f"solved: {threshold:g}")
+        if panel.metric.endswith("episode_return"):
+            for (label, value), style in zip(references, ("--", "-.", ":"), strict=False):
+                axis.axhline(value, color="black", ls=style, lw=1.0, alpha=0.7, label=f"{label}: {value:g}")
         axis.set_title(panel.title, fontsize=10)
         axis.set_xlabel("training env steps")
         axis.xaxis.set_major_formatter(FuncFormatter(_thousands))
@@ -495,6 +521,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--nogroup", action="store_true", help="one curve per run instead of per group of seeds"
     )
+    parser.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        help="a score to draw as a dashed line on the return panels, LABEL=NUMBER (repeatable, up to 3), "
+        'e.g. "random play=1.7"',
+    )
     return parser.parse_args(argv)
 
 
@@ -503,10 +536,13 @@ def main(argv: Sequence[str] | None = None) -> list[Panel]:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.smooth < 1:
         raise ConfigError(f"--smooth must be >= 1, got {args.smooth}")
+    references = parse_references(args.reference)
+    if len(references) > 3:
+        raise ConfigError(f"at most 3 --reference lines, got {len(references)}")
     metrics = [m.strip() for value in (args.metric or DEFAULT_METRICS) for m in value.split(",") if m.strip()]
     runs = [read_run(path) for path in expand_run_folders(args.run_dirs)]
     panels = build_panels(runs, metrics, band=args.band, smooth=args.smooth, group=not args.nogroup)
-    draw(panels, args.output, args.band, threshold=_reward_threshold(runs))
+    draw(panels, args.output, args.band, threshold=_reward_threshold(runs), references=references)
     curves = sum(len(p.curves) for p in panels) // max(len(panels), 1)
     print(f"wrote {args.output}: {len(panels)} panel(s), {curves} curve(s) from {len(runs)} run(s)")
     return panels

@@ -198,3 +198,39 @@ def test_an_unknown_metric_lists_what_was_logged(real_runs):
     run = plot.read_run(real_runs["dqn_1"])
     with pytest.raises(ConfigError, match="learner/loss"):
         plot.build_panels([run], ["learner/los"])
+
+
+def test_reference_flags_parse_label_and_number_or_fail_in_one_line():
+    assert plot.parse_references(["random play=1.7", "human = 30.5", "a=b=-2"]) == [
+        ("random play", 1.7),
+        ("human", 30.5),
+        ("a=b", -2.0),  # the number is after the last "="
+    ]
+    for bad in ("1.7", "=1.7", "random play=", "random play=high", "x=nan"):
+        with pytest.raises(ConfigError, match="LABEL=NUMBER"):
+            plot.parse_references([bad])
+
+
+@pytest.mark.smoke
+def test_a_reference_line_is_drawn_on_the_return_panels_only(real_runs, tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+
+    lines = []
+    axhline = Axes.axhline
+    monkeypatch.setattr(
+        Axes, "axhline", lambda axis, y, **kw: lines.append((axis, y, kw["label"])) or axhline(axis, y, **kw)
+    )
+    output = tmp_path / "curve.png"
+    panels = plot.main(
+        [
+            real_runs["dqn_1"],
+            "--metric=eval/mean_episode_return,learner/loss",
+            "--reference=random play=21.5",
+            f"--output={output}",
+        ]
+    )
+    references = [(axis.get_title(), y) for axis, y, label in lines if label == "random play: 21.5"]
+    assert references == [(panels[0].title, 21.5)]  # the return panel, not the loss panel
+    with pytest.raises(SystemExit):
+        plot.main([real_runs["dqn_1"], "--reference=1.7", f"--output={tmp_path / 'x.png'}"])
+    assert not os.path.exists(tmp_path / "x.png")
