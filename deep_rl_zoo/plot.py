@@ -390,9 +390,14 @@ def _reward_threshold(runs: Sequence[Run]) -> float | None:
         return None
 
 
+REFERENCE_STYLES = ("--", "-.", ":")  # one line style per --reference, so at most three
+
+
 def parse_references(values: Sequence[str]) -> list[tuple[str, float]]:
     """`--reference LABEL=VALUE` flags as (label, value) pairs, e.g. "random play=1.7" (a published
     baseline score to compare a curve against)."""
+    if len(values) > len(REFERENCE_STYLES):
+        raise ConfigError(f"at most {len(REFERENCE_STYLES)} --reference lines, got {len(values)}")
     references = []
     for text in values:
         label, sep, value = text.rpartition("=")
@@ -459,10 +464,10 @@ def draw(
                 if len(curve.runs) <= MAX_RUNS_DRAWN:
                     for run in curve.runs:  # thin: where each run went, and where it stopped
                         axis.plot(run.steps, run.values, color=color, lw=0.6, alpha=0.5)
-        if threshold is not None and panel.metric.endswith("episode_return"):
-            axis.axhline(threshold, color="grey", ls=":", lw=1.2, label=f"solved: {threshold:g}")
         if panel.metric.endswith("episode_return"):
-            for (label, value), style in zip(references, ("--", "-.", ":"), strict=False):
+            if threshold is not None:
+                axis.axhline(threshold, color="grey", ls=":", lw=1.2, label=f"solved: {threshold:g}")
+            for (label, value), style in zip(references, REFERENCE_STYLES, strict=False):
                 axis.axhline(value, color="black", ls=style, lw=1.0, alpha=0.7, label=f"{label}: {value:g}")
         axis.set_title(panel.title, fontsize=10)
         axis.set_xlabel("training env steps")
@@ -537,8 +542,6 @@ def main(argv: Sequence[str] | None = None) -> list[Panel]:
     if args.smooth < 1:
         raise ConfigError(f"--smooth must be >= 1, got {args.smooth}")
     references = parse_references(args.reference)
-    if len(references) > 3:
-        raise ConfigError(f"at most 3 --reference lines, got {len(references)}")
     metrics = [m.strip() for value in (args.metric or DEFAULT_METRICS) for m in value.split(",") if m.strip()]
     runs = [read_run(path) for path in expand_run_folders(args.run_dirs)]
     panels = build_panels(runs, metrics, band=args.band, smooth=args.smooth, group=not args.nogroup)
