@@ -141,6 +141,32 @@ class EvalConfig:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class PolicyEvaluation:
+    """How a policy agent's evaluation picks actions: one flag shared by its training config and its
+    `eval_agent` config (mixed in before their base, e.g. `class PpoConfig(PolicyEvaluation, ...)`)."""
+
+    eval_sample_actions: bool | None = field(
+        None,
+        "Evaluate with actions sampled from the policy instead of its most probable one (a Gaussian's "
+        "mean); unset: sample on Atari, where an arg-max policy can stall for good (e.g. never serve "
+        "again in Breakout after a lost life), most probable elsewhere.",
+    )
+
+    def evaluation_samples_actions(self) -> bool:
+        """Whether evaluation samples: the flag, or when unset whether the environment is an Atari game."""
+        if self.eval_sample_actions is not None:
+            return self.eval_sample_actions
+        from deep_rl_zoo import gym_env  # lazily: it imports gymnasium
+
+        return gym_env.is_atari(self.environment_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyEvalConfig(PolicyEvaluation, EvalConfig):
+    """Flags of a policy agent's `eval_agent` script."""
+
+
 def _flag_definer(flags_module, annotation):
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation):

@@ -7,6 +7,7 @@ PPO) share the unroll settings. Each agent's test file names only what differs.
 
 import csv
 import os
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,6 @@ import numpy as np
 import torch
 
 from deep_rl_zoo import checkpoint, unrolls
-from deep_rl_zoo.config import EvalConfig
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
 from deep_rl_zoo.types_ import TimeStep
 
@@ -114,7 +114,7 @@ def recurrent_replay_atari_smoke(
     config_class: type,
     atari_defaults: dict[str, Any],
     eval_module: Any,
-    eval_config_class: type = EvalConfig,
+    eval_config_class: type | None = None,
     **overrides: Any,
 ) -> None:
     """The smoke run of R2D2's, NGU's and Agent57's `run_atari`: one tiny iteration on Pong
@@ -290,10 +290,14 @@ def train_then_resume(
 
 
 def evaluate_latest(
-    eval_module: Any, tmp_path: Path, config_class: type = EvalConfig, video: bool = True, **fields: Any
+    eval_module: Any, tmp_path: Path, config_class: type | None = None, video: bool = True, **fields: Any
 ) -> list[float]:
     """`eval_module.main` on the newest checkpoint under tmp_path/checkpoints; with `video`, the first
-    game's mp4 goes to tmp_path/video and must be there. Returns the games' returns."""
+    game's mp4 goes to tmp_path/video and must be there. Returns the games' returns.
+
+    `config_class` defaults to the one the script's `main` takes (e.g. `PolicyEvalConfig`)."""
+    if config_class is None:
+        config_class = typing.get_type_hints(eval_module.main)["config"]
     if video:
         fields["recording_video_dir"] = str(tmp_path / "video")
     returns = eval_module.main(

@@ -10,6 +10,7 @@ import torch
 from deep_rl_zoo import checkpoint
 from deep_rl_zoo.actor_critic import agent as ac_agent
 from deep_rl_zoo.actor_critic import eval_agent, run_atari, train
+from deep_rl_zoo.config import PolicyEvalConfig
 from deep_rl_zoo.errors import ConfigError, NonFiniteLossError
 from deep_rl_zoo.networks.policy import ActorCriticOutput, NatureCnnActorCritic, SeparateActorCritic
 from deep_rl_zoo.types_ import TimeStep
@@ -206,7 +207,7 @@ def test_run_atari_smoke_uses_the_shared_cnn(tmp_path):
 def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path):
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
     returns = eval_agent.main(
-        eval_agent.ActorCriticEvalConfig(
+        PolicyEvalConfig(
             num_episodes=2,
             load_checkpoint_file="latest",
             checkpoint_dir=str(tmp_path / "checkpoints"),
@@ -221,9 +222,9 @@ def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path):
 def test_eval_agent_can_sample_actions(tmp_path):
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
     returns = eval_agent.main(
-        eval_agent.ActorCriticEvalConfig(
+        PolicyEvalConfig(
             num_episodes=1,
-            sample_actions=True,
+            eval_sample_actions=True,
             load_checkpoint_file="latest",
             checkpoint_dir=str(tmp_path / "checkpoints"),
             recording_video_dir="",

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint, unrolls
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.config import PolicyEvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.impala import eval_agent, run_atari, train
 from deep_rl_zoo.impala.agent import ImpalaActingPolicy
@@ -220,7 +220,7 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
     )
     assert later["agent"]["learner_steps"] > saved["agent"]["learner_steps"]  # counted on, not restarted
     returns = eval_agent.main(
-        EvalConfig(
+        PolicyEvalConfig(
             environment_name="CartPole-v1",
             num_episodes=2,
             load_checkpoint_file="latest",

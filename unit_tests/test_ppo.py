@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint, unrolls
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.config import PolicyEvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.normalizers import ObservationNormalizer, RewardScaler
 from deep_rl_zoo.ppo import eval_agent, run_atari, run_continuous, train
@@ -305,7 +305,7 @@ def test_run_classic_then_eval_agent(tmp_path):
             tmp_path / "checkpoints" / "PPO_CartPole-v1" / f"PPO_CartPole-v1_{iteration}.ckpt"
         )
     returns = eval_agent.main(
-        EvalConfig(
+        PolicyEvalConfig(
             environment_name="CartPole-v1",
             num_episodes=2,
             load_checkpoint_file="latest",
@@ -370,7 +370,7 @@ def test_run_continuous_resume_restores_normaliser_statistics_and_eval_plays_the
     assert later["agent"]["network"]["normalizer.count"] > payload["agent"]["network"]["normalizer.count"]
 
     returns = eval_agent.main(
-        EvalConfig(
+        PolicyEvalConfig(
             environment_name="Pendulum-v1",
             num_episodes=1,
             load_checkpoint_file=str(path),

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint
+from deep_rl_zoo.config import PolicyEvalConfig
 from deep_rl_zoo.errors import ConfigError, NonFiniteLossError
 from deep_rl_zoo.networks.policy import MlpActor
 from deep_rl_zoo.reinforce import agent as reinforce_agent
@@ -159,7 +160,7 @@ def test_run_atari_smoke(tmp_path):
 @pytest.mark.smoke
 def test_eval_agent_plays_a_checkpoint_greedily_and_records_a_video(tmp_path, capsys):
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
-    config = eval_agent.ReinforceEvalConfig(
+    config = PolicyEvalConfig(
         num_episodes=2,
         load_checkpoint_file=str(
             tmp_path / "checkpoints" / "REINFORCE_CartPole-v1" / "REINFORCE_CartPole-v1_0.ckpt"

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint
+from deep_rl_zoo.config import PolicyEvalConfig
 from deep_rl_zoo.errors import ConfigError, NonFiniteLossError
 from deep_rl_zoo.networks.policy import CriticOutput, MlpActor, MlpCritic
 from deep_rl_zoo.reinforce_baseline import agent as baseline_agent
@@ -155,7 +156,7 @@ def test_run_atari_smoke(tmp_path):
 def test_eval_agent_plays_a_checkpoint_and_records_a_video(tmp_path):
     train.main(tiny_classic_config(tmp_path, num_iterations=1))
     returns = eval_agent.main(
-        eval_agent.ReinforceBaselineEvalConfig(
+        PolicyEvalConfig(
             num_episodes=2,
             load_checkpoint_file=str(
                 tmp_path

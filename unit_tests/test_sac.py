@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint, unrolls
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.config import PolicyEvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.sac import eval_agent, losses, run_atari, train
 from deep_rl_zoo.types_ import TimeStep
@@ -232,7 +232,7 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
     )
     assert later["agent"]["env_steps"] > first["agent"]["env_steps"]  # counted on, not restarted
     returns = eval_agent.main(
-        EvalConfig(
+        PolicyEvalConfig(
             environment_name="CartPole-v1",
             num_episodes=2,
             load_checkpoint_file="latest",

@@ -7,13 +7,13 @@ import dataclasses
 from deep_rl_zoo import run_support
 from deep_rl_zoo.a2c.agent import A2c, A2cGrad
 from deep_rl_zoo.a2c.train import A2cConfig, build_network
-from deep_rl_zoo.config import EvalConfig, field, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, field, run_script
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 
 
 @dataclasses.dataclass(frozen=True)
-class A2cEvalConfig(EvalConfig):
+class A2cEvalConfig(PolicyEvalConfig):
     agent_name: str = field("A2C", "Whose checkpoints to play: A2C or A2C-grad.")
 
     def __post_init__(self):
@@ -31,7 +31,7 @@ def main(config: A2cEvalConfig) -> list[float]:
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()
-        return PolicyGreedyActor(network, device, config.agent_name)
+        return PolicyGreedyActor(network, device, config.agent_name, config.evaluation_samples_actions())
 
     return run_support.evaluate(config, config.agent_name, build_actor)
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from deep_rl_zoo import run_support, unrolls
 from deep_rl_zoo.a2c.agent import A2c, A2cGrad, GradientComputer
-from deep_rl_zoo.config import field
+from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import policy
@@ -18,7 +18,7 @@ from deep_rl_zoo.runtime import LearnerLink
 
 
 @dataclasses.dataclass(frozen=True)
-class A2cConfig(run_support.DistributedConfig):
+class A2cConfig(PolicyEvaluation, run_support.DistributedConfig):
     """A2C hyper-parameters. Defaults are the classic-control ones tuned here on CartPole-v1 (4 actors x
     16 steps, RMSprop 1e-3, entropy 0.01); run_atari uses those of Mnih et al. 2016 / OpenAI baselines
     (16 actors x 5 steps, RMSprop 7e-4)."""
@@ -68,7 +68,8 @@ def build_learner(
         device=device,
     )
     return run_support.DistributedAgents(
-        learner, PolicyGreedyActor(network, device, learner_class.agent_name)
+        learner,
+        PolicyGreedyActor(network, device, learner_class.agent_name, config.evaluation_samples_actions()),
     )
 
 

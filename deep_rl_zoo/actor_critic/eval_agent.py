@@ -2,22 +2,15 @@
 `python -m deep_rl_zoo.actor_critic.eval_agent --load_checkpoint_file=latest`.
 """
 
-import dataclasses
-
 from deep_rl_zoo import run_support
 from deep_rl_zoo.actor_critic.agent import ActorCritic
 from deep_rl_zoo.actor_critic.train import ActorCriticConfig
-from deep_rl_zoo.config import EvalConfig, field, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_critic_network
 
 
-@dataclasses.dataclass(frozen=True)
-class ActorCriticEvalConfig(EvalConfig):
-    sample_actions: bool = field(False, "Sample actions from the policy instead of taking the most probable.")
-
-
-def main(config: ActorCriticEvalConfig) -> list[float]:
+def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         trained = checkpoint["config"] if checkpoint else {}
         network = build_actor_critic_network(
@@ -29,10 +22,10 @@ def main(config: ActorCriticEvalConfig) -> list[float]:
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()
-        return PolicyGreedyActor(network, device, ActorCritic.agent_name, config.sample_actions)
+        return PolicyGreedyActor(network, device, ActorCritic.agent_name, config.evaluation_samples_actions())
 
     return run_support.evaluate(config, ActorCritic.agent_name, build_actor)
 
 
 if __name__ == "__main__":
-    run_script(ActorCriticEvalConfig, {}, main, exclude=frozenset({"eval_exploration_epsilon"}))
+    run_script(PolicyEvalConfig, {}, main, exclude=frozenset({"eval_exploration_epsilon"}))

@@ -7,14 +7,14 @@ import torch
 
 from deep_rl_zoo import optimization, run_support
 from deep_rl_zoo.actor_critic import agent
-from deep_rl_zoo.config import RunConfig, field
+from deep_rl_zoo.config import PolicyEvaluation, RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_critic_network
 
 
 @dataclasses.dataclass(frozen=True)
-class ActorCriticConfig(RunConfig):
+class ActorCriticConfig(PolicyEvaluation, RunConfig):
     """Actor-critic hyper-parameters; defaults tuned here on CartPole-v1 (see README's results)."""
 
     learning_rate: float = field(1e-3, "Adam learning rate.")
@@ -28,9 +28,6 @@ class ActorCriticConfig(RunConfig):
     max_grad_norm: float = field(0.5, "Clip the gradient's global norm to this; 0 disables.")
     shared_torso: bool = field(False, "One torso for policy and value (always on for the Atari default).")
     hidden_sizes: tuple[int, ...] = field((64, 64), "Hidden layer sizes of the MLPs (classic control).")
-    eval_sample_actions: bool = field(
-        False, "Evaluate with actions sampled from the policy instead of its most probable action."
-    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -62,7 +59,9 @@ def build_agents(config: ActorCriticConfig, env: gym.Env, device: torch.device) 
         max_grad_norm=config.max_grad_norm,
         device=device,
     )
-    eval_agent = PolicyGreedyActor(network, device, agent.ActorCritic.agent_name, config.eval_sample_actions)
+    eval_agent = PolicyGreedyActor(
+        network, device, agent.ActorCritic.agent_name, config.evaluation_samples_actions()
+    )
     return run_support.Agents(train_agent, eval_agent)
 
 

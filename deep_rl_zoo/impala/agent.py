@@ -48,12 +48,16 @@ class ImpalaActingPolicy:
 
 class ImpalaGreedyActor:
     """Evaluation: the most probable action of the network it is given (the learner's own, during
-    training), carrying the LSTM state through each episode."""
+    training), or a sample from its policy when `sample_actions` is set, carrying the LSTM state
+    through each episode."""
 
-    def __init__(self, network: ImpalaActorCritic, device: torch.device, agent_name: str):
+    def __init__(
+        self, network: ImpalaActorCritic, device: torch.device, agent_name: str, sample_actions: bool = False
+    ):
         self.agent_name = agent_name
         self._network = network
         self._device = device
+        self._sample_actions = sample_actions
         self._core_state = network.initial_state(1, device)
 
     @torch.inference_mode()
@@ -61,7 +65,10 @@ class ImpalaGreedyActor:
         x = torch.as_tensor(timestep.observation, device=self._device)[None, None]
         first = torch.tensor([[timestep.first]], device=self._device)
         output, self._core_state = self._network(x, first, self._core_state)
-        return int(output.pi_logits[0, 0].argmax().item())
+        logits = output.pi_logits[0, 0]
+        if self._sample_actions:
+            return int(torch.distributions.Categorical(logits=logits).sample().item())
+        return int(logits.argmax().item())
 
     def reset(self) -> None:
         self._core_state = self._network.initial_state(1, self._device)

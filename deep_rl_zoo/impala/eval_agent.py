@@ -1,4 +1,4 @@
-"""Plays a trained IMPALA agent (its most probable action, LSTM state carried through each episode)
+"""Plays a trained IMPALA agent (its most probable action, a sample on Atari; LSTM state carried through each episode)
 and records a video of the first episode:
 `python -m deep_rl_zoo.impala.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
 """
@@ -6,12 +6,12 @@ and records a video of the first episode:
 import dataclasses
 
 from deep_rl_zoo import run_support
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.impala.agent import Impala, ImpalaGreedyActor
 from deep_rl_zoo.impala.train import ImpalaConfig, build_network
 
 
-def main(config: EvalConfig) -> list[float]:
+def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         # Rebuild the trained architecture (torso sizes, LSTM) from the run's own flags.
         names = {f.name for f in dataclasses.fields(ImpalaConfig)}
@@ -21,10 +21,10 @@ def main(config: EvalConfig) -> list[float]:
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()
-        return ImpalaGreedyActor(network, device, Impala.agent_name)
+        return ImpalaGreedyActor(network, device, Impala.agent_name, config.evaluation_samples_actions())
 
     return run_support.evaluate(config, Impala.agent_name, build_actor)
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {}, main)
+    run_script(PolicyEvalConfig, {}, main)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from deep_rl_zoo import optimization, run_support, unrolls
-from deep_rl_zoo.config import field
+from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.impala.agent import Impala, ImpalaActingPolicy, ImpalaGreedyActor
 from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic
@@ -17,7 +17,7 @@ from deep_rl_zoo.schedules import LinearSchedule
 
 
 @dataclasses.dataclass(frozen=True)
-class ImpalaConfig(run_support.DistributedConfig):
+class ImpalaConfig(PolicyEvaluation, run_support.DistributedConfig):
     """IMPALA hyper-parameters. The defaults are the classic-control ones, tuned here on CartPole-v1;
     run_atari uses the paper's (Espeholt et al. 2018, table G.1) with Adam in place of RMSProp."""
 
@@ -85,7 +85,9 @@ def build_learner(config: ImpalaConfig, env: gym.Env, device: torch.device) -> r
         learning_rate=learning_rate,
         device=device,
     )
-    return run_support.DistributedAgents(learner, ImpalaGreedyActor(network, device, Impala.agent_name))
+    return run_support.DistributedAgents(
+        learner, ImpalaGreedyActor(network, device, Impala.agent_name, config.evaluation_samples_actions())
+    )
 
 
 def build_actor(

@@ -1,18 +1,19 @@
 """Plays a trained PPO agent and records a video of the first episode: discrete agents take their most
-probable action, continuous ones the Gaussian's mean (clipped to the action bounds).
+probable action (a sample on Atari: --eval_sample_actions), continuous ones the Gaussian's mean
+(clipped to the action bounds).
 `python -m deep_rl_zoo.ppo.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
 """
 
 import dataclasses
 
 from deep_rl_zoo import run_support, unrolls
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.ppo.agent import Ppo
 from deep_rl_zoo.ppo.train import PpoConfig, build_network
 
 
-def main(config: EvalConfig) -> list[float]:
+def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         # Rebuild the trained architecture (and its normaliser) from the run's own flags.
         names = {f.name for f in dataclasses.fields(PpoConfig)}
@@ -23,11 +24,12 @@ def main(config: EvalConfig) -> list[float]:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()
         return unrolls.ClippedActionActor(
-            PolicyGreedyActor(network, device, Ppo.agent_name), env.action_space
+            PolicyGreedyActor(network, device, Ppo.agent_name, config.evaluation_samples_actions()),
+            env.action_space,
         )
 
     return run_support.evaluate(config, Ppo.agent_name, build_actor, action_space="any")
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {}, main)
+    run_script(PolicyEvalConfig, {}, main)

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import optimization, run_support, unrolls
-from deep_rl_zoo.config import field
+from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import policy
@@ -20,7 +20,7 @@ from deep_rl_zoo.schedules import LinearSchedule
 
 
 @dataclasses.dataclass(frozen=True)
-class PpoConfig(run_support.DistributedConfig):
+class PpoConfig(PolicyEvaluation, run_support.DistributedConfig):
     """PPO hyper-parameters. The defaults are the classic-control ones, tuned here on CartPole-v1:
     RL Baselines3 Zoo's tuned CartPole setting (gamma 0.98, lambda 0.8, Adam 1e-3 decayed to 0, no
     entropy bonus) with 4 actors x 256 steps and 10 epochs of minibatches of 512: 20 gradient steps
@@ -136,7 +136,8 @@ def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_
         value_clip_epsilon=config.value_clip_epsilon,
     )
     eval_agent = unrolls.ClippedActionActor(
-        PolicyGreedyActor(network, device, Ppo.agent_name), env.action_space
+        PolicyGreedyActor(network, device, Ppo.agent_name, config.evaluation_samples_actions()),
+        env.action_space,
     )
     return run_support.DistributedAgents(learner, eval_agent)
 

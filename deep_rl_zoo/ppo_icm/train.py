@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import optimization, run_support, unrolls
-from deep_rl_zoo.config import field
+from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import curiosity, policy
 from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, RewardScaler
@@ -18,7 +18,7 @@ from deep_rl_zoo.runtime import LearnerLink
 
 
 @dataclasses.dataclass(frozen=True)
-class PpoIcmConfig(run_support.DistributedConfig):
+class PpoIcmConfig(PolicyEvaluation, run_support.DistributedConfig):
     """PPO-ICM hyper-parameters. The defaults are the classic-control ones, tuned here on MountainCar-v0;
     run_atari has Pathak et al.'s ICM setting (eta 0.01, beta 0.2, Adam 1e-3) on PPO's Atari setting.
 
@@ -114,7 +114,9 @@ def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> r
             RewardScaler(config.num_actors, config.discount) if config.normalize_extrinsic_rewards else None
         ),
     )
-    eval_agent = PolicyGreedyActor(unrolls.policy_part(network), device, PpoIcm.agent_name)
+    eval_agent = PolicyGreedyActor(
+        unrolls.policy_part(network), device, PpoIcm.agent_name, config.evaluation_samples_actions()
+    )
     return run_support.DistributedAgents(learner, eval_agent)
 
 

@@ -1,17 +1,17 @@
-"""Plays a trained PPO-RND agent greedily (its most probable action) and records a video of the first
+"""Plays a trained PPO-RND agent greedily (its most probable action; a sample on Atari) and records a video of the first
 episode: `python -m deep_rl_zoo.ppo_rnd.eval_agent --environment_name=MountainCar-v0 --load_checkpoint_file=latest`.
 """
 
 import dataclasses
 
 from deep_rl_zoo import run_support
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.ppo_rnd.agent import PpoRnd
 from deep_rl_zoo.ppo_rnd.train import PpoRndConfig, acting_policy, build_network
 
 
-def main(config: EvalConfig) -> list[float]:
+def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         # Rebuild the trained architecture (and its normaliser) from the run's own flags.
         names = {f.name for f in dataclasses.fields(PpoRndConfig)}
@@ -22,10 +22,12 @@ def main(config: EvalConfig) -> list[float]:
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()
-        return PolicyGreedyActor(acting_policy(network), device, PpoRnd.agent_name)
+        return PolicyGreedyActor(
+            acting_policy(network), device, PpoRnd.agent_name, config.evaluation_samples_actions()
+        )
 
     return run_support.evaluate(config, PpoRnd.agent_name, build_actor)
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {"environment_name": "MountainCar-v0"}, main)
+    run_script(PolicyEvalConfig, {"environment_name": "MountainCar-v0"}, main)

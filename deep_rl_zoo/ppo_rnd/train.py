@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import optimization, run_support, unrolls
-from deep_rl_zoo.config import field
+from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import curiosity
@@ -19,7 +19,7 @@ from deep_rl_zoo.runtime import LearnerLink
 
 
 @dataclasses.dataclass(frozen=True)
-class PpoRndConfig(run_support.DistributedConfig):
+class PpoRndConfig(PolicyEvaluation, run_support.DistributedConfig):
     """PPO-RND hyper-parameters. The defaults are the classic-control ones, tuned here on MountainCar-v0;
     run_atari has the paper's Atari setting (Burda et al. 2018, appendix A.4).
 
@@ -135,7 +135,10 @@ def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> r
         ),
     )
     return run_support.DistributedAgents(
-        learner, PolicyGreedyActor(acting_policy(network), device, PpoRnd.agent_name)
+        learner,
+        PolicyGreedyActor(
+            acting_policy(network), device, PpoRnd.agent_name, config.evaluation_samples_actions()
+        ),
     )
 
 

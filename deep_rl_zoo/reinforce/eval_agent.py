@@ -2,22 +2,15 @@
 `python -m deep_rl_zoo.reinforce.eval_agent --load_checkpoint_file=latest`.
 """
 
-import dataclasses
-
 from deep_rl_zoo import run_support
-from deep_rl_zoo.config import EvalConfig, field, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_network
 from deep_rl_zoo.reinforce.agent import Reinforce
 from deep_rl_zoo.reinforce.train import ReinforceConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class ReinforceEvalConfig(EvalConfig):
-    sample_actions: bool = field(False, "Sample actions from the policy instead of taking the most probable.")
-
-
-def main(config: ReinforceEvalConfig) -> list[float]:
+def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         hidden_sizes = (
             checkpoint["config"].get("hidden_sizes") if checkpoint else ReinforceConfig.hidden_sizes
@@ -26,10 +19,10 @@ def main(config: ReinforceEvalConfig) -> list[float]:
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()
-        return PolicyGreedyActor(network, device, Reinforce.agent_name, config.sample_actions)
+        return PolicyGreedyActor(network, device, Reinforce.agent_name, config.evaluation_samples_actions())
 
     return run_support.evaluate(config, Reinforce.agent_name, build_actor)
 
 
 if __name__ == "__main__":
-    run_script(ReinforceEvalConfig, {}, main, exclude=frozenset({"eval_exploration_epsilon"}))
+    run_script(PolicyEvalConfig, {}, main, exclude=frozenset({"eval_exploration_epsilon"}))

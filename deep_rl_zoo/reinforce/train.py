@@ -6,7 +6,7 @@ import gymnasium as gym
 import torch
 
 from deep_rl_zoo import optimization, run_support
-from deep_rl_zoo.config import RunConfig, field
+from deep_rl_zoo.config import PolicyEvaluation, RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_network
@@ -14,7 +14,7 @@ from deep_rl_zoo.reinforce import agent
 
 
 @dataclasses.dataclass(frozen=True)
-class ReinforceConfig(RunConfig):
+class ReinforceConfig(PolicyEvaluation, RunConfig):
     """REINFORCE hyper-parameters; the defaults were tuned here on CartPole-v1 (see README's results)."""
 
     learning_rate: float = field(1e-3, "Adam learning rate.")
@@ -24,9 +24,6 @@ class ReinforceConfig(RunConfig):
     entropy_coef: float = field(0.0, "Weight of the entropy bonus.")
     max_grad_norm: float = field(1.0, "Clip the gradient's global norm to this; 0 disables.")
     hidden_sizes: tuple[int, ...] = field((64, 64), "Hidden layer sizes of the MLP (classic control).")
-    eval_sample_actions: bool = field(
-        False, "Evaluate with actions sampled from the policy instead of its most probable action."
-    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -53,7 +50,9 @@ def build_agents(config: ReinforceConfig, env: gym.Env, device: torch.device) ->
         max_grad_norm=config.max_grad_norm,
         device=device,
     )
-    eval_agent = PolicyGreedyActor(network, device, agent.Reinforce.agent_name, config.eval_sample_actions)
+    eval_agent = PolicyGreedyActor(
+        network, device, agent.Reinforce.agent_name, config.evaluation_samples_actions()
+    )
     return run_support.Agents(train_agent, eval_agent)
 
 

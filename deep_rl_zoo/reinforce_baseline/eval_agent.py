@@ -2,22 +2,15 @@
 `python -m deep_rl_zoo.reinforce_baseline.eval_agent --load_checkpoint_file=latest`.
 """
 
-import dataclasses
-
 from deep_rl_zoo import run_support
-from deep_rl_zoo.config import EvalConfig, field, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_network
 from deep_rl_zoo.reinforce_baseline.agent import ReinforceBaseline
 from deep_rl_zoo.reinforce_baseline.train import ReinforceBaselineConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class ReinforceBaselineEvalConfig(EvalConfig):
-    sample_actions: bool = field(False, "Sample actions from the policy instead of taking the most probable.")
-
-
-def main(config: ReinforceBaselineEvalConfig) -> list[float]:
+def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         default_sizes = ReinforceBaselineConfig.hidden_sizes
         hidden_sizes = checkpoint["config"].get("hidden_sizes") if checkpoint else default_sizes
@@ -25,10 +18,12 @@ def main(config: ReinforceBaselineEvalConfig) -> list[float]:
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["policy_network"])
         network.to(device).eval()
-        return PolicyGreedyActor(network, device, ReinforceBaseline.agent_name, config.sample_actions)
+        return PolicyGreedyActor(
+            network, device, ReinforceBaseline.agent_name, config.evaluation_samples_actions()
+        )
 
     return run_support.evaluate(config, ReinforceBaseline.agent_name, build_actor)
 
 
 if __name__ == "__main__":
-    run_script(ReinforceBaselineEvalConfig, {}, main, exclude=frozenset({"eval_exploration_epsilon"}))
+    run_script(PolicyEvalConfig, {}, main, exclude=frozenset({"eval_exploration_epsilon"}))

@@ -6,7 +6,7 @@ import gymnasium as gym
 import torch
 
 from deep_rl_zoo import optimization, run_support
-from deep_rl_zoo.config import RunConfig, field
+from deep_rl_zoo.config import PolicyEvaluation, RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_network, build_critic_network
@@ -14,7 +14,7 @@ from deep_rl_zoo.reinforce_baseline import agent
 
 
 @dataclasses.dataclass(frozen=True)
-class ReinforceBaselineConfig(RunConfig):
+class ReinforceBaselineConfig(PolicyEvaluation, RunConfig):
     """REINFORCE-with-baseline hyper-parameters; defaults tuned here on CartPole-v1 (see README)."""
 
     learning_rate: float = field(2e-3, "Adam learning rate of the policy.")
@@ -25,9 +25,6 @@ class ReinforceBaselineConfig(RunConfig):
     entropy_coef: float = field(0.0, "Weight of the entropy bonus.")
     max_grad_norm: float = field(1.0, "Clip each network's gradient norm to this; 0 disables.")
     hidden_sizes: tuple[int, ...] = field((64, 64), "Hidden layer sizes of both MLPs (classic control).")
-    eval_sample_actions: bool = field(
-        False, "Evaluate with actions sampled from the policy instead of its most probable action."
-    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -67,7 +64,7 @@ def build_agents(config: ReinforceBaselineConfig, env: gym.Env, device: torch.de
         device=device,
     )
     eval_agent = PolicyGreedyActor(
-        policy_network, device, agent.ReinforceBaseline.agent_name, config.eval_sample_actions
+        policy_network, device, agent.ReinforceBaseline.agent_name, config.evaluation_samples_actions()
     )
     return run_support.Agents(train_agent, eval_agent)
 

@@ -1,17 +1,17 @@
-"""Plays a trained SAC (discrete) agent with its most probable action and records a video of the first
+"""Plays a trained SAC (discrete) agent with its most probable action (a sample on Atari) and records a video of the first
 episode: `python -m deep_rl_zoo.sac.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
 """
 
 import dataclasses
 
 from deep_rl_zoo import run_support
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.sac.agent import Sac
 from deep_rl_zoo.sac.train import SacConfig, build_policy_network
 
 
-def main(config: EvalConfig) -> list[float]:
+def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         # Rebuild the trained policy's architecture from the run's own flags.
         names = {f.name for f in dataclasses.fields(SacConfig)}
@@ -23,10 +23,10 @@ def main(config: EvalConfig) -> list[float]:
             weights = checkpoint["agent"]["networks"]
             network.load_state_dict({k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)})
         network.to(device).eval()
-        return PolicyGreedyActor(network, device, Sac.agent_name)
+        return PolicyGreedyActor(network, device, Sac.agent_name, config.evaluation_samples_actions())
 
     return run_support.evaluate(config, Sac.agent_name, build_actor)
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {}, main)
+    run_script(PolicyEvalConfig, {}, main)

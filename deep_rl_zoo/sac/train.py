@@ -11,7 +11,7 @@ from torch import nn
 
 from deep_rl_zoo import optimization, run_support, unrolls
 from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo.config import field
+from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import common, policy, value
@@ -20,7 +20,7 @@ from deep_rl_zoo.sac.agent import Sac, SacNetworks
 
 
 @dataclasses.dataclass(frozen=True)
-class SacConfig(run_support.DistributedConfig):
+class SacConfig(PolicyEvaluation, run_support.DistributedConfig):
     """SAC-discrete hyper-parameters. The defaults are the classic-control ones, tuned here on
     CartPole-v1; run_atari uses the paper's Atari setting (Christodoulou 2019, table 1)."""
 
@@ -96,7 +96,10 @@ def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> run_
         max_grad_norm=config.max_grad_norm,
         device=device,
     )
-    return run_support.DistributedAgents(learner, PolicyGreedyActor(networks.policy, device, Sac.agent_name))
+    return run_support.DistributedAgents(
+        learner,
+        PolicyGreedyActor(networks.policy, device, Sac.agent_name, config.evaluation_samples_actions()),
+    )
 
 
 def build_actor(
