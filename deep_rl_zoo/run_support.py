@@ -320,11 +320,12 @@ def open_run(
     """
     if resume is not None:
         checkpoint_folder = resume.checkpoint_folder
-        if not loop_state.run_dir or not os.path.isdir(loop_state.run_dir):
-            name = checkpoint.new_run_name(
-                [config.runs_dir], os.path.basename(os.path.abspath(checkpoint_folder))
-            )
-            loop_state.run_dir = os.path.join(config.runs_dir, name)
+        # A run's two folders share one name, so the resumed run logs to that name under the --runs_dir
+        # given now, not to the folder the checkpoint remembers: a checkpoint copied elsewhere and resumed
+        # there must not write into the original run's logs.
+        name = os.path.basename(os.path.abspath(checkpoint_folder))
+        loop_state.run_dir = os.path.join(config.runs_dir, name)
+        os.makedirs(loop_state.run_dir, exist_ok=True)
     else:
         name = checkpoint.new_run_name(
             [config.runs_dir, config.checkpoint_dir],

@@ -3,6 +3,7 @@ finding the newest matching run, the `best` checkpoint, and learner curves in ev
 
 import math
 import os
+import shutil
 import time
 
 import pytest
@@ -139,6 +140,20 @@ def test_a_tag_sweep_gets_one_folder_per_run_in_runs_and_checkpoints(tmp_path):
     for name in expected:
         assert (tmp_path / "checkpoints" / name / "DQN_CartPole-v1_0.ckpt").is_file()
         assert (tmp_path / "runs" / name / "results.csv").is_file()
+
+
+@pytest.mark.smoke
+def test_a_copied_checkpoint_resumed_elsewhere_logs_there_and_leaves_the_original_run_alone(tmp_path):
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    train.main(tiny_classic_config(original, num_iterations=1))
+    before = {p.name: p.stat().st_mtime_ns for p in (original / "runs" / "DQN_CartPole-v1").iterdir()}
+    shutil.copytree(original / "checkpoints", copy / "checkpoints")
+    state = train.main(tiny_classic_config(copy, num_iterations=2, resume=True))
+    assert state.next_iteration == 2
+    assert state.run_dir == str(copy / "runs" / "DQN_CartPole-v1")
+    assert (copy / "runs" / "DQN_CartPole-v1" / "results.csv").is_file()
+    after = {p.name: p.stat().st_mtime_ns for p in (original / "runs" / "DQN_CartPole-v1").iterdir()}
+    assert after == before
 
 
 @pytest.mark.smoke
