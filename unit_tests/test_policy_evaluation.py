@@ -36,9 +36,13 @@ def _modules(name):
     )
 
 
+def _build(train):
+    """The training module's builder of its agents: `build_learner` (distributed) or `build_agents`."""
+    return getattr(train, "build_learner", None) or train.build_agents
+
+
 def _config_class(train):
-    build = getattr(train, "build_learner", None) or train.build_agents
-    return typing.get_type_hints(build)["config"]
+    return typing.get_type_hints(_build(train))["config"]
 
 
 def _eval_actor(train, **fields):
@@ -46,9 +50,8 @@ def _eval_actor(train, **fields):
     config = _config_class(train)(**fields)
     env = run_support.make_environment(config, config.seed, train=False)
     try:
-        build = getattr(train, "build_learner", None) or train.build_agents
         extra = {"gradients_from_actors": False} if train.__name__ == "deep_rl_zoo.a2c.train" else {}
-        agents = build(config, env, torch.device("cpu"), **extra)
+        agents = _build(train)(config, env, torch.device("cpu"), **extra)
         observation, _ = env.reset(seed=0)
     finally:
         env.close()

@@ -65,10 +65,9 @@ class ImpalaGreedyActor:
         x = torch.as_tensor(timestep.observation, device=self._device)[None, None]
         first = torch.tensor([[timestep.first]], device=self._device)
         output, self._core_state = self._network(x, first, self._core_state)
-        logits = output.pi_logits[0, 0]
         if self._sample_actions:
-            return int(torch.distributions.Categorical(logits=logits).sample().item())
-        return int(logits.argmax().item())
+            return int(output.distribution().sample()[0, 0].item())
+        return int(output.pi_logits[0, 0].argmax().item())
 
     def reset(self) -> None:
         self._core_state = self._network.initial_state(1, self._device)

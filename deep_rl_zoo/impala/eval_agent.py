@@ -1,5 +1,5 @@
-"""Plays a trained IMPALA agent (its most probable action, a sample on Atari; LSTM state carried through each episode)
-and records a video of the first episode:
+"""Plays a trained IMPALA agent (its most probable action, a sample on Atari; LSTM state carried
+through each episode) and records a video of the first episode:
 `python -m deep_rl_zoo.impala.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
 """
 

@@ -1,5 +1,6 @@
-"""Plays a trained PPO-ICM agent greedily (its most probable action; a sample on Atari) and records a video of the first
-episode: `python -m deep_rl_zoo.ppo_icm.eval_agent --environment_name=MountainCar-v0 --load_checkpoint_file=latest`.
+"""Plays a trained PPO-ICM agent greedily (its most probable action; a sample on Atari) and records a
+video of the first episode:
+`python -m deep_rl_zoo.ppo_icm.eval_agent --environment_name=MountainCar-v0 --load_checkpoint_file=latest`.
 """
 
 import dataclasses

@@ -1,5 +1,6 @@
-"""Plays a trained SAC (discrete) agent with its most probable action (a sample on Atari) and records a video of the first
-episode: `python -m deep_rl_zoo.sac.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
+"""Plays a trained SAC (discrete) agent with its most probable action (a sample on Atari) and records a
+video of the first episode:
+`python -m deep_rl_zoo.sac.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
 """
 
 import dataclasses
