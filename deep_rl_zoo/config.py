@@ -96,7 +96,8 @@ class RunConfig:
 
 @dataclasses.dataclass(frozen=True)
 class EvalConfig:
-    """Flags of every `eval_agent` script."""
+    """Flags of every `eval_agent` script; a value-based agent's add `QEvalConfig`'s exploration, a
+    policy agent's `PolicyEvaluation`'s sampling."""
 
     environment_name: str = field("CartPole-v1", "Gymnasium id, or a short Atari name such as Pong.")
     seed: int = field(1, "Seed of the environment and of the exploration.")
@@ -106,9 +107,6 @@ class EvalConfig:
     )
     num_iterations: int = field(1, "Repeat the evaluation this many times (each with the next seed).")
     max_episode_steps: int = field(0, "Cut episodes after this many env steps; 0 keeps the env's own limit.")
-    eval_exploration_epsilon: float = field(
-        -1.0, "Probability of a random action (value-based agents); -1: 0.01 on Atari, 0 otherwise."
-    )
     environment_height: int = field(84, "Atari frame height after resizing.")
     environment_width: int = field(84, "Atari frame width after resizing.")
     environment_frame_skip: int = field(4, "Atari emulator frames per env step (max over the last two).")
@@ -135,6 +133,18 @@ class EvalConfig:
         require(
             self.max_episode_steps >= 0, f"--max_episode_steps must be >= 0, got {self.max_episode_steps}"
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class QEvalConfig(EvalConfig):
+    """Flags of a value-based agent's `eval_agent` script: its greedy actor explores with epsilon."""
+
+    eval_exploration_epsilon: float = field(
+        -1.0, "Probability of a random action; -1: 0.01 on Atari (breaks no-op loops), 0 otherwise."
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
         require(
             self.eval_exploration_epsilon == -1.0 or 0.0 <= self.eval_exploration_epsilon <= 1.0,
             f"--eval_exploration_epsilon must be in [0, 1] (or -1 for auto), got {self.eval_exploration_epsilon}",

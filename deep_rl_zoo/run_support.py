@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers, vector_env
-from deep_rl_zoo.config import EvalConfig, RunConfig, field
+from deep_rl_zoo.config import EvalConfig, QEvalConfig, RunConfig, field
 from deep_rl_zoo.errors import CheckpointError, ConfigError, require
 from deep_rl_zoo.runtime.interface import ActorRuntime, DistributedLearner, LearnerLink
 from deep_rl_zoo.runtime.local import LocalActorRuntime
@@ -210,7 +210,7 @@ def check_action_space(env: gym.Env, agent_name: str, action_space: str) -> None
         gym_env.check_continuous_action_space(env, agent_name)
 
 
-def eval_exploration_epsilon(config: EvalConfig) -> float:
+def eval_exploration_epsilon(config: QEvalConfig) -> float:
     """The flag's value, or for -1 the customary one: 0.01 on Atari (breaks no-op loops), 0 elsewhere."""
     if config.eval_exploration_epsilon >= 0:
         return config.eval_exploration_epsilon

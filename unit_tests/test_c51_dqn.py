@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from deep_rl_zoo.c51_dqn import eval_agent, train
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.config import QEvalConfig
 from deep_rl_zoo.networks.value import build_c51_network
 
 NAME = "C51"
@@ -56,7 +56,7 @@ def test_eval_agent_rebuilds_the_support_of_the_checkpoint(tmp_path):
     # A run with a non-default support must be playable: the atoms come from the checkpoint's config.
     train.main(tiny_classic_config(tmp_path, num_iterations=1, num_atoms=11, v_min=-5.0, v_max=5.0))
     returns = eval_agent.main(
-        EvalConfig(
+        QEvalConfig(
             num_episodes=1,
             load_checkpoint_file="latest",
             checkpoint_dir=str(tmp_path / "checkpoints"),

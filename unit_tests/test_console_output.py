@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from deep_rl_zoo import gym_env, main_loop, run_support, trackers
-from deep_rl_zoo.config import EvalConfig, RunConfig
+from deep_rl_zoo.config import QEvalConfig, RunConfig
 from deep_rl_zoo.dqn import eval_agent as dqn_eval_agent
 from deep_rl_zoo.dqn import train as dqn_train
 from deep_rl_zoo.errors import ConfigError
@@ -238,7 +238,7 @@ def test_videos_are_named_by_run_and_never_replace_another(tmp_path, capsys):
     videos = str(tmp_path / "videos")
 
     def evaluate(load):
-        config = EvalConfig(num_episodes=1, load_checkpoint_file=load, recording_video_dir=videos)
+        config = QEvalConfig(num_episodes=1, load_checkpoint_file=load, recording_video_dir=videos)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # RecordVideo's "Overwriting existing videos" would raise
             dqn_eval_agent.main(config)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint, replay
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.config import QEvalConfig
 from deep_rl_zoo.dqn import agent as dqn_agent
 from deep_rl_zoo.dqn import eval_agent, train
 from deep_rl_zoo.errors import CheckpointError, ConfigError, NonFiniteLossError
@@ -49,7 +49,7 @@ def read_csv(path) -> list[dict]:
 @pytest.mark.smoke
 def test_eval_agent_without_checkpoint_says_it_plays_random_weights_on_atari(tmp_path, capsys):
     returns = eval_agent.main(
-        EvalConfig(
+        QEvalConfig(
             environment_name="Pong",
             num_episodes=1,
             max_episode_steps=20,
@@ -160,7 +160,7 @@ def test_resume_without_checkpoint_is_an_error(tmp_path):
 
 def _eval(tmp_path, path, environment_name="CartPole-v1"):
     return eval_agent.main(
-        EvalConfig(environment_name=environment_name, load_checkpoint_file=str(path), recording_video_dir="")
+        QEvalConfig(environment_name=environment_name, load_checkpoint_file=str(path), recording_video_dir="")
     )
 
 

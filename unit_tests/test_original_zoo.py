@@ -78,10 +78,10 @@ def _context_of(package: str, evaluation: bool = False) -> original_zoo.Context:
     import dataclasses
     import importlib
 
-    from deep_rl_zoo.config import ATARI_FIELDS, EvalConfig
+    from deep_rl_zoo.config import ATARI_FIELDS, QEvalConfig
 
     if evaluation:
-        fields = dataclasses.fields(EvalConfig)
+        fields = dataclasses.fields(QEvalConfig)
     else:
         module = importlib.import_module(f"deep_rl_zoo.{package}.train")
         (config_cls,) = [

@@ -104,3 +104,20 @@ def test_atari_evaluation_samples_by_default(name):
     assert len(_actions(actor, observation, 40)) > 1
     actor, observation = _eval_actor(train, environment_name="Breakout", seed=1, eval_sample_actions=False)
     assert len(_actions(actor, observation, 40)) == 1
+
+
+def test_only_value_based_eval_scripts_offer_an_exploration_epsilon():
+    """A policy agent's `eval_agent` has no epsilon-greedy actor, so it must not offer the flag."""
+    import dataclasses
+    import pathlib
+
+    import deep_rl_zoo
+
+    root = pathlib.Path(deep_rl_zoo.__file__).parent
+    packages = sorted(p.parent.name for p in root.glob("*/eval_agent.py"))
+    assert set(POLICY_AGENTS) < set(packages)
+    for name in packages:
+        eval_config = typing.get_type_hints(_modules(name)[1].main)["config"]
+        fields = {f.name for f in dataclasses.fields(eval_config)}
+        assert ("eval_exploration_epsilon" in fields) == (name not in POLICY_AGENTS), name
+        assert ("eval_sample_actions" in fields) == (name in POLICY_AGENTS), name

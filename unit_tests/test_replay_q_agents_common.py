@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint, replay_q_agents, run_support
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.config import QEvalConfig
 from deep_rl_zoo.errors import ConfigError
 
 
@@ -201,7 +201,7 @@ def test_run_atari_smoke_stores_each_frame_once(package, tmp_path):
 def test_eval_agent_rebuilds_the_checkpoints_network_plays_it_and_records_a_video(package, tmp_path, capsys):
     package.train.main(tiny_classic_config(package, tmp_path, num_iterations=1, **package.agent.network))
     returns = package.eval_agent.main(
-        package.eval_agent.__dict__.get("DrqnEvalConfig", EvalConfig)(
+        package.eval_agent.__dict__.get("DrqnEvalConfig", QEvalConfig)(
             environment_name="CartPole-v1",
             num_episodes=2,
             load_checkpoint_file="latest",

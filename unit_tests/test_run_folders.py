@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint, main_loop, trackers
-from deep_rl_zoo.config import EvalConfig
+from deep_rl_zoo.config import QEvalConfig
 from deep_rl_zoo.dqn import eval_agent, train
 from deep_rl_zoo.errors import ConfigError
 from unit_tests.test_dqn import tiny_classic_config
@@ -186,16 +186,16 @@ def test_eval_agent_loads_latest_best_or_a_run_folder(tmp_path, capsys):
         ("best", folder / "DQN_CartPole-v1_best.ckpt"),
         (str(folder), folder / "DQN_CartPole-v1_1.ckpt"),
     ]:
-        eval_agent.main(EvalConfig(load_checkpoint_file=which, **common))
+        eval_agent.main(QEvalConfig(load_checkpoint_file=which, **common))
         assert f"loaded {expected}" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="tagged 'other'"):
-        eval_agent.main(EvalConfig(load_checkpoint_file="best", tag="other", **common))
+        eval_agent.main(QEvalConfig(load_checkpoint_file="best", tag="other", **common))
 
 
 @pytest.mark.smoke
 def test_eval_agent_with_a_step_budget_and_iterations_plays_whole_episodes(tmp_path, capsys):
     # Random weights on CartPole end episodes in ~10 steps: a 200-step budget holds several.
-    returns = eval_agent.main(EvalConfig(num_iterations=2, num_eval_steps=200, recording_video_dir=""))
+    returns = eval_agent.main(QEvalConfig(num_iterations=2, num_eval_steps=200, recording_video_dir=""))
     out = capsys.readouterr().out
     assert "iteration 0: mean return" in out and "iteration 1: mean return" in out
     assert len(returns) >= 2 and sum(returns) <= 2 * 200  # CartPole: reward 1 per step, whole episodes only

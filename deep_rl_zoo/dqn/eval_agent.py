@@ -5,13 +5,13 @@
 import numpy as np
 
 from deep_rl_zoo import replay_q_agents, run_support
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import QEvalConfig, run_script
 from deep_rl_zoo.dqn.agent import Dqn
 from deep_rl_zoo.dqn.train import DqnConfig, build_network
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 
 
-def main(config: EvalConfig) -> list[float]:
+def main(config: QEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         train_config = replay_q_agents.trained_config(DqnConfig, checkpoint)
         network = replay_q_agents.load_network(build_network, train_config, checkpoint, env, device)
@@ -23,4 +23,4 @@ def main(config: EvalConfig) -> list[float]:
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {}, main)
+    run_script(QEvalConfig, {}, main)

@@ -8,13 +8,13 @@ import dataclasses
 import numpy as np
 
 from deep_rl_zoo import replay_q_agents, run_support
-from deep_rl_zoo.config import EvalConfig, field, run_script
+from deep_rl_zoo.config import QEvalConfig, field, run_script
 from deep_rl_zoo.drqn.agent import Drqn, RecurrentEpsilonGreedyActor
 from deep_rl_zoo.drqn.train import OLD_CHECKPOINT_DEFAULTS, DrqnConfig, build_network, obscuring_wrapper
 
 
 @dataclasses.dataclass(frozen=True)
-class DrqnEvalConfig(EvalConfig):
+class DrqnEvalConfig(QEvalConfig):
     obscure_probability: float = field(0.0, "Blank each observation with this probability, as in training.")
 
 

@@ -6,13 +6,13 @@ import numpy as np
 import torch
 
 from deep_rl_zoo import replay_q_agents, run_support
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import QEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 from deep_rl_zoo.iqn.agent import Iqn, SampledTausQNetwork
 from deep_rl_zoo.iqn.train import IqnConfig, build_network
 
 
-def main(config: EvalConfig) -> list[float]:
+def main(config: QEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         num_actions = int(env.action_space.n)
         train_config = replay_q_agents.trained_config(IqnConfig, checkpoint)
@@ -27,4 +27,4 @@ def main(config: EvalConfig) -> list[float]:
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {}, main)
+    run_script(QEvalConfig, {}, main)

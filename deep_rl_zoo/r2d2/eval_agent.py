@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from deep_rl_zoo import run_support
-from deep_rl_zoo.config import EvalConfig, field, run_script
+from deep_rl_zoo.config import QEvalConfig, field, run_script
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import require
@@ -16,7 +16,7 @@ from deep_rl_zoo.r2d2.train import build_network
 
 
 @dataclasses.dataclass(frozen=True)
-class R2d2EvalConfig(EvalConfig):
+class R2d2EvalConfig(QEvalConfig):
     obscure_probability: float = field(0.0, "Blank each observation with this probability, as in training.")
 
     def __post_init__(self):

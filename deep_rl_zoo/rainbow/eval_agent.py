@@ -7,13 +7,13 @@
 import numpy as np
 
 from deep_rl_zoo import replay_q_agents, run_support
-from deep_rl_zoo.config import EvalConfig, run_script
+from deep_rl_zoo.config import QEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 from deep_rl_zoo.rainbow.agent import Rainbow
 from deep_rl_zoo.rainbow.train import RainbowConfig, build_network
 
 
-def main(config: EvalConfig) -> list[float]:
+def main(config: QEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         train_config = replay_q_agents.trained_config(RainbowConfig, checkpoint)
         # eval mode: noisy layers use their mean weights.
@@ -26,4 +26,4 @@ def main(config: EvalConfig) -> list[float]:
 
 
 if __name__ == "__main__":
-    run_script(EvalConfig, {}, main)
+    run_script(QEvalConfig, {}, main)

@@ -25,4 +25,4 @@ def main(config: PolicyEvalConfig) -> list[float]:
 
 
 if __name__ == "__main__":
-    run_script(PolicyEvalConfig, {}, main, exclude=frozenset({"eval_exploration_epsilon"}))
+    run_script(PolicyEvalConfig, {}, main)
