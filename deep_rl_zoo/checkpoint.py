@@ -4,6 +4,8 @@ Layout (the checkpoint folder is named like the run's TensorBoard folder under .
 
     checkpoints/DQN_CartPole-v1/              first untagged run
         DQN_CartPole-v1_0.ckpt, _1.ckpt, ...  one per iteration
+        DQN_CartPole-v1_2_interrupted.ckpt    iteration 2 stopped part-way (Ctrl-C, SIGTERM): --resume
+                                              continues it; the end of iteration 2 deletes it
         DQN_CartPole-v1_best.ckpt             the best greedy evaluation so far
     checkpoints/DQN_CartPole-v1-2/            the next untagged run
     checkpoints/DQN_CartPole-v1_LR0.001/      --tag=LR0.001
@@ -37,6 +39,7 @@ REPLAY_SUFFIX = ".replay.npz"
 DISK_MARGIN_BYTES = 256 * 2**20  # left free after writing a replay file, for logs and checkpoints
 BEST = "best"  # `<stem>_best.ckpt`; also the --load_checkpoint_file value that picks it
 LATEST = "latest"  # the --load_checkpoint_file value that picks the newest iteration checkpoint
+INTERRUPTED = "_interrupted"  # `<stem>_<i>_interrupted.ckpt`: iteration i stopped part-way
 
 
 def file_stem(agent_name: str, environment_name: str) -> str:
@@ -52,6 +55,14 @@ def run_name(agent_name: str, environment_name: str, tag: str = "") -> str:
 
 def checkpoint_path(checkpoint_dir: str, agent_name: str, environment_name: str, iteration: int) -> str:
     return os.path.join(checkpoint_dir, f"{file_stem(agent_name, environment_name)}_{iteration}{SUFFIX}")
+
+
+def interrupted_checkpoint_path(
+    checkpoint_dir: str, agent_name: str, environment_name: str, iteration: int
+) -> str:
+    """Where a single-process run stopped part-way through `iteration` saves itself."""
+    stem = file_stem(agent_name, environment_name)
+    return os.path.join(checkpoint_dir, f"{stem}_{iteration}{INTERRUPTED}{SUFFIX}")
 
 
 def best_checkpoint_path(checkpoint_dir: str, agent_name: str, environment_name: str) -> str:
@@ -112,13 +123,23 @@ def find_run_checkpoint(
 
 
 def find_latest_checkpoint(checkpoint_dir: str, agent_name: str, environment_name: str) -> str | None:
-    """The checkpoint in this one folder with the highest iteration number for this agent and env, if any."""
+    """The newest checkpoint in this one folder for this agent and env, if any: the highest iteration,
+    where iteration i stopped part-way (`_i_interrupted`) comes after iteration i - 1 and before i."""
     if not os.path.isdir(checkpoint_dir):
         return None
     pattern = re.compile(
-        re.escape(file_stem(agent_name, environment_name)) + r"_(\d+)" + re.escape(SUFFIX) + "$"
+        re.escape(file_stem(agent_name, environment_name))
+        + r"_(\d+)("
+        + re.escape(INTERRUPTED)
+        + ")?"
+        + re.escape(SUFFIX)
+        + "$"
     )
-    found = [(int(m.group(1)), name) for name in os.listdir(checkpoint_dir) if (m := pattern.match(name))]
+    found = [
+        (2 * int(m.group(1)) + (1 if m.group(2) else 2), name)
+        for name in os.listdir(checkpoint_dir)
+        if (m := pattern.match(name))
+    ]
     if not found:
         return None
     return os.path.join(checkpoint_dir, max(found)[1])

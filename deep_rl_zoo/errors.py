@@ -44,8 +44,17 @@ def require(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C or SIGTERM after saving where it stood; the message says where."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def exit_on_error(fn: Callable[..., _T]) -> Callable[..., _T]:
-    """Turns ZooError into `error: <message>` on stderr and a non-zero exit; Ctrl-C into exit 130."""
+    """Turns ZooError into `error: <message>` on stderr and a non-zero exit; Ctrl-C into exit 130
+    (128 + the signal's number for a run that saved itself when stopped)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -53,6 +62,9 @@ def exit_on_error(fn: Callable[..., _T]) -> Callable[..., _T]:
             return fn(*args, **kwargs)
         except ZooError as e:
             print(f"error: {e}", file=sys.stderr)
+            sys.exit(e.exit_code)
+        except RunInterrupted as e:
+            print(f"interrupted: {e}", file=sys.stderr)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             print("interrupted: stopped cleanly; checkpoints already written are kept", file=sys.stderr)

@@ -7,12 +7,17 @@ evaluation on a separate environment, then one CSV row and one checkpoint:
     |--- train ---|-- eval --|ckpt   |--- train ---|-- eval --|ckpt   ...
 
 The training environment keeps running across iterations (an episode may span two of them); each
-evaluation phase starts fresh episodes. The distributed loop (actors + learner, `deep_rl_zoo.runtime`)
+evaluation phase starts fresh episodes. A single-process run stopped by Ctrl-C or SIGTERM saves itself
+part-way through its iteration (`stop_on_signals`, `<stem>_<i>_interrupted.ckpt`), and --resume finishes
+that iteration: nothing trained is lost but the episode that was running. The distributed loop (actors + learner, `deep_rl_zoo.runtime`)
 reuses `run_env_loop`, `run_evaluation_phase` and `finish_iteration`.
 """
 
+import contextlib
 import dataclasses
 import math
+import signal
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -21,6 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from deep_rl_zoo import trackers
+from deep_rl_zoo.errors import RunInterrupted
 from deep_rl_zoo.types_ import Agent, TimeStep
 
 LEARNER_LOG_INTERVAL = 1000  # env steps between two writes of the agent's (or learner's) statistics
@@ -62,14 +68,62 @@ def run_vector_env_loop(env: Any, agent: Any, seed: int | None = None) -> Iterat
         timesteps = env.step(actions)
 
 
+class StopRequest:
+    """Set by `stop_on_signals`' handler; the loops look at it after each env step, where the agent's
+    state is whole (it has seen the timestep, its next action is not taken yet), so it can be saved."""
+
+    def __init__(self):
+        self.signal: int | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[StopRequest]:
+    """While open, the first Ctrl-C (SIGINT) or SIGTERM asks the run to stop at the next env step (and
+    save where it stands) instead of ending it at once; a second Ctrl-C quits at once, as before.
+
+    A signal the process ignores stays ignored (SIGINT under `nohup ... &`), and outside the main thread,
+    where Python cannot install handlers, nothing changes.
+    """
+    stop = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum, frame):
+        if stop.requested:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            return
+        stop.signal = signum
+        tqdm.write(
+            f"{signal.Signals(signum).name}: stopping after this env step to save the run "
+            "(Ctrl-C again quits without saving)"
+        )
+
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, handler)
+    try:
+        yield stop
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
 def run_env_steps(
     num_steps: int,
     env_loop: Iterator[tuple[TimeStep, object]],
     stats: trackers.PhaseStats,
     on_step: Callable[[TimeStep, dict | None], None] | None = None,
     progress: tqdm | None = None,
+    stop: StopRequest | None = None,
 ) -> None:
-    """Runs `env_loop` for `num_steps` env steps, recording them in `stats`.
+    """Runs `env_loop` for `num_steps` env steps (fewer if `stop` is requested), recording them in `stats`.
 
     `on_step(timestep, game)` is called after every env step, and after a `first` timestep that reports
     a game (`trackers.finished_game`; not an env step), with the game's summary or None."""
@@ -93,7 +147,7 @@ def run_env_steps(
                     last_return=f"{stats.episode_returns[-1]:.1f}" if stats.episode_returns else "-",
                     refresh=False,
                 )
-        if steps_taken >= num_steps:
+        if steps_taken >= num_steps or (stop is not None and stop.requested):
             return
 
 
@@ -126,6 +180,12 @@ class LoopState:
     solved: bool = False
     best_eval_return: float = -math.inf  # best greedy evaluation mean so far (whole episodes only)
     best_iteration: int = -1  # the iteration that reached it: its checkpoint is copied to `best`
+    # Only in the checkpoint of an iteration stopped part-way: the training env steps of `next_iteration`
+    # done before the stop (all of them when it stopped in the evaluation, which is played again) and
+    # the whole games those finished, so the iteration's training mean still counts them.
+    iteration_env_steps: int = 0
+    iteration_episode_returns: list[float] = dataclasses.field(default_factory=list)
+    iteration_episode_lengths: list[int] = dataclasses.field(default_factory=list)
 
     def state_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -151,15 +211,19 @@ def run_single_thread_training_iterations(
     solved_return: float | None = None,
     solved_min_episodes: int = SOLVED_MIN_EPISODES,
     show_progress: bool = True,
+    stop: StopRequest | None = None,
 ) -> LoopState:
     """Trains and evaluates for the iterations left in `loop_state`; returns the final state.
 
     Args:
+      save_checkpoint: `(iteration, loop_state, interrupted=False) -> path`.
       solved_return: stop after the first iteration whose greedy evaluation mean reaches it, over at
         least `solved_min_episodes` whole episodes.
+      stop: when it is requested (`stop_on_signals`), the run saves an interrupted checkpoint at the next
+        env step and raises `RunInterrupted`.
     """
     # A resumed run re-seeds its environments differently, so it does not replay the same episodes.
-    train_seed = seed + 1000 * loop_state.next_iteration
+    train_seed = seed + 1000 * loop_state.next_iteration + loop_state.iteration_env_steps
     if getattr(train_env, "num_envs", 1) > 1:  # --num_envs: a vector_env.VectorEnvironment
         train_loop = run_vector_env_loop(train_env, train_agent, seed=train_seed)
     else:
@@ -188,17 +252,37 @@ def run_single_thread_training_iterations(
         if step % LEARNER_LOG_INTERVAL == 0:
             logger.scalars("learner", train_agent.statistics, step)
 
+    def save_and_stop(iteration: int, iteration_env_steps: int) -> None:
+        loop_state.iteration_env_steps = iteration_env_steps
+        loop_state.iteration_episode_returns = list(train_stats.episode_returns)
+        loop_state.iteration_episode_lengths = list(train_stats.episode_lengths)
+        train_loop.close()
+        path = save_checkpoint(iteration, loop_state, interrupted=True)
+        raise RunInterrupted(
+            f"stopped in iteration {iteration} at env step {loop_state.train_env_steps:,}; saved {path}, "
+            "which --resume continues",
+            exit_code=128 + stop.signal,
+        )
+
     for iteration in range(loop_state.next_iteration, num_iterations):
         train_stats.reset()
+        done = loop_state.iteration_env_steps  # > 0 only when resuming an interrupted iteration
+        train_stats.episode_returns = list(loop_state.iteration_episode_returns)
+        train_stats.episode_lengths = list(loop_state.iteration_episode_lengths)
+        loop_state.iteration_env_steps = 0
+        loop_state.iteration_episode_returns, loop_state.iteration_episode_lengths = [], []
         with tqdm(
             total=num_train_steps,
+            initial=done,
             desc=f"iteration {iteration} train",
             unit="step",
             disable=not show_progress,
             leave=False,
             mininterval=1.0,
         ) as bar:
-            run_env_steps(num_train_steps, train_loop, train_stats, on_train_step, bar)
+            run_env_steps(num_train_steps - done, train_loop, train_stats, on_train_step, bar, stop)
+        if stop is not None and stop.requested:
+            save_and_stop(iteration, done + train_stats.num_steps)
 
         eval_summary = run_evaluation_phase(
             num_eval_steps,
@@ -208,7 +292,10 @@ def run_single_thread_training_iterations(
             iteration,
             show_progress,
             eval_stats,
+            stop,
         )
+        if stop is not None and stop.requested:
+            save_and_stop(iteration, num_train_steps)
         train_summary = train_stats.summary()
         solved = finish_iteration(
             iteration=iteration,
@@ -237,8 +324,10 @@ def run_evaluation_phase(
     iteration: int,
     show_progress: bool,
     eval_stats: trackers.PhaseStats,
+    stop: StopRequest | None = None,
 ) -> dict[str, float]:
-    """Plays `num_eval_steps` greedy env steps from fresh episodes; returns the phase's summary."""
+    """Plays `num_eval_steps` greedy env steps from fresh episodes (fewer if `stop` is requested: the
+    phase is then worth nothing); returns the phase's summary."""
     eval_stats.reset()
     eval_loop = run_env_loop(eval_env, eval_agent, seed=seed)
     with tqdm(
@@ -249,7 +338,7 @@ def run_evaluation_phase(
         leave=False,
         mininterval=1.0,
     ) as bar:
-        run_env_steps(num_eval_steps, eval_loop, eval_stats, progress=bar)
+        run_env_steps(num_eval_steps, eval_loop, eval_stats, progress=bar, stop=stop)
     eval_loop.close()
     eval_summary = eval_stats.summary()
     if eval_summary["num_episodes"] == 0 and eval_stats.num_steps > 0:

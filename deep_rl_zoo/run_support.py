@@ -252,22 +252,24 @@ def train(
     solved_return = solved_return_of(config, train_env)
     solved_min_episodes = solved_min_episodes_of(config, eval_env)
     try:
-        return main_loop.run_single_thread_training_iterations(
-            num_iterations=config.num_iterations,
-            num_train_steps=config.num_train_steps,
-            num_eval_steps=config.num_eval_steps,
-            train_agent=agents.train_agent,
-            train_env=train_env,
-            eval_agent=agents.eval_agent,
-            eval_env=eval_env,
-            seed=config.seed,
-            logger=logger,
-            save_checkpoint=save,
-            loop_state=loop_state,
-            solved_return=solved_return,
-            solved_min_episodes=solved_min_episodes,
-            show_progress=config.show_progress,
-        )
+        with main_loop.stop_on_signals() as stop:
+            return main_loop.run_single_thread_training_iterations(
+                num_iterations=config.num_iterations,
+                num_train_steps=config.num_train_steps,
+                num_eval_steps=config.num_eval_steps,
+                train_agent=agents.train_agent,
+                train_env=train_env,
+                eval_agent=agents.eval_agent,
+                eval_env=eval_env,
+                seed=config.seed,
+                logger=logger,
+                save_checkpoint=save,
+                loop_state=loop_state,
+                solved_return=solved_return,
+                solved_min_episodes=solved_min_episodes,
+                show_progress=config.show_progress,
+                stop=stop,
+            )
     finally:
         logger.close()
         train_env.close()
@@ -276,6 +278,7 @@ def train(
 
 class ResumePoint(NamedTuple):
     payload: dict  # the checkpoint's contents
+    path: str  # the checkpoint file
     checkpoint_folder: str  # the run's checkpoint folder: the resumed run keeps writing there
 
 
@@ -293,7 +296,7 @@ def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: s
         )
     payload = checkpoint.load_checkpoint(latest, agent_name, environment_id)
     print(f"resuming from {latest}", file=sys.stderr)
-    return ResumePoint(payload, os.path.dirname(latest))
+    return ResumePoint(payload, latest, os.path.dirname(latest))
 
 
 def restore_or_start(config: RunConfig, agent: Any, resume: ResumePoint | None) -> main_loop.LoopState:
@@ -354,11 +357,7 @@ def checkpoint_replay_field() -> Any:
 
 def restore_replay(config: RunConfig, agent_name: str, agent: Any, resume: ResumePoint) -> None:
     """--resume --checkpoint_replay: loads the replay file beside the resumed checkpoint, if there is one."""
-    path = checkpoint.replay_path(
-        checkpoint.checkpoint_path(
-            resume.checkpoint_folder, agent_name, config.environment_name, resume.payload["iteration"]
-        )
-    )
+    path = checkpoint.replay_path(resume.path)
     if not os.path.isfile(path):
         print(f"--checkpoint_replay: no replay file {path}; the replay starts empty", file=sys.stderr)
         return
@@ -372,16 +371,22 @@ def restore_replay(config: RunConfig, agent_name: str, agent: Any, resume: Resum
 def checkpoint_saver(
     config: RunConfig, agent_name: str, environment_id: str, agent: Any, checkpoint_folder: str
 ) -> Callable[[int, main_loop.LoopState], str]:
-    """save(iteration, loop_state) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with the run's flags,
-    and copies it to `<AGENT>_<env>_best.ckpt` when this iteration's evaluation is the best so far.
+    """save(iteration, loop_state, interrupted=False) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with
+    the run's flags, and copies it to `<AGENT>_<env>_best.ckpt` when this iteration's evaluation is the
+    best so far; `interrupted`: `<AGENT>_<env>_<iteration>_interrupted.ckpt`, the iteration stopped
+    part-way, which the end of that iteration deletes again.
 
-    With `config.checkpoint_replay`, the agent's replay goes first to `<AGENT>_<env>_<iteration>.replay.npz`
-    (so a checkpoint never exists without its replay), then the checkpoint, then the previous
-    iterations' replay files are deleted (an Atari replay takes GBs).
+    With `config.checkpoint_replay`, the agent's replay goes first to `<checkpoint name>.replay.npz`
+    (so a checkpoint never exists without its replay), then the checkpoint, then the earlier replay
+    files are deleted (an Atari replay takes GBs).
     """
 
-    def save(iteration: int, state: main_loop.LoopState) -> str:
-        path = checkpoint.checkpoint_path(checkpoint_folder, agent_name, config.environment_name, iteration)
+    def save(iteration: int, state: main_loop.LoopState, interrupted: bool = False) -> str:
+        env_name = config.environment_name
+        if interrupted:
+            path = checkpoint.interrupted_checkpoint_path(checkpoint_folder, agent_name, env_name, iteration)
+        else:
+            path = checkpoint.checkpoint_path(checkpoint_folder, agent_name, env_name, iteration)
         if getattr(config, "checkpoint_replay", False):
             checkpoint.save_arrays(checkpoint.replay_path(path), agent.replay_writer.state_arrays())
         checkpoint.save_checkpoint(
@@ -393,18 +398,23 @@ def checkpoint_saver(
             state.state_dict(),
             config=dataclasses.asdict(config),
         )
-        if state.best_iteration == iteration:
-            best = checkpoint.best_checkpoint_path(checkpoint_folder, agent_name, config.environment_name)
+        if state.best_iteration == iteration and not interrupted:
+            best = checkpoint.best_checkpoint_path(checkpoint_folder, agent_name, env_name)
             checkpoint.copy_checkpoint(path, best)
+        # Superseded now: the interrupted checkpoints this one continues, and every earlier replay file.
+        stale = [
+            checkpoint.interrupted_checkpoint_path(checkpoint_folder, agent_name, env_name, i)
+            for i in range(iteration + (0 if interrupted else 1))
+        ]
+        stale += [checkpoint.replay_path(p) for p in stale]
         if getattr(config, "checkpoint_replay", False):
-            for earlier in range(iteration):
-                earlier_path = checkpoint.replay_path(
-                    checkpoint.checkpoint_path(
-                        checkpoint_folder, agent_name, config.environment_name, earlier
-                    )
-                )
-                if os.path.exists(earlier_path):
-                    os.remove(earlier_path)
+            stale += [
+                checkpoint.replay_path(checkpoint.checkpoint_path(checkpoint_folder, agent_name, env_name, i))
+                for i in range(iteration)
+            ]
+        for stale_path in stale:
+            if os.path.exists(stale_path):
+                os.remove(stale_path)
         return path
 
     return save

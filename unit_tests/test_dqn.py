@@ -215,7 +215,7 @@ def test_cli_prints_one_line_error_and_exits_non_zero(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_cleanly_and_keeps_written_checkpoints(tmp_path):
+def test_ctrl_c_saves_the_run_where_it_stood_and_keeps_written_checkpoints(tmp_path):
     process = subprocess.Popen(
         [
             sys.executable,
@@ -242,7 +242,8 @@ def test_ctrl_c_stops_cleanly_and_keeps_written_checkpoints(tmp_path):
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=under_load(60))
     assert process.returncode == 130
-    assert "interrupted" in stderr
+    assert "interrupted: stopped in iteration" in stderr and "which --resume continues" in stderr
+    assert [n for n in os.listdir(first.parent) if n.endswith("_interrupted.ckpt")]  # saved where it stood
     for name in os.listdir(first.parent):
         path = first.parent / name
         assert not name.startswith(".tmp")

@@ -1,0 +1,168 @@
+"""A single-process run stopped by Ctrl-C or SIGTERM saves itself part-way through its iteration, and
+--resume finishes that iteration: the same env steps, transitions and gradient steps as a run that was
+never stopped (only the episode that was running is lost)."""
+
+import csv
+import dataclasses
+import os
+import signal
+
+import gymnasium as gym
+import pytest
+
+from deep_rl_zoo import checkpoint, run_support
+from deep_rl_zoo.dqn import train as dqn_train
+from deep_rl_zoo.errors import RunInterrupted
+
+STEM = "DQN_CartPole-v1"
+
+
+class _SignalAt(gym.Wrapper):
+    """Sends this process `signum` during its `at`-th env step (as a user's Ctrl-C or `kill` would)."""
+
+    def __init__(self, env, at: int, signum: int):
+        super().__init__(env)
+        self.at, self.signum, self.count = at, signum, 0
+
+    def step(self, action):
+        self.count += 1
+        if self.count == self.at:
+            os.kill(os.getpid(), self.signum)
+        return self.env.step(action)
+
+
+def _config(tmp_path, **overrides):
+    return dqn_train.DqnConfig(
+        num_iterations=2,
+        num_train_steps=200,
+        num_eval_steps=100,
+        replay_capacity=1000,
+        min_replay_size=50,
+        batch_size=16,
+        checkpoint_replay=True,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+        stop_when_solved=False,
+        **overrides,
+    )
+
+
+def _signal_during(monkeypatch, phase: str, at: int, signum: int = signal.SIGTERM):
+    """Makes the run's `phase` ("train" or "eval") environment deliver `signum` at its `at`-th step."""
+    if phase == "train":
+        original = run_support.make_train_environment
+        monkeypatch.setattr(
+            run_support, "make_train_environment", lambda *a, **k: _SignalAt(original(*a, **k), at, signum)
+        )
+    else:  # the evaluation env: `make_environment(..., train=False)` (training builds its env with it too)
+        make = run_support.make_environment
+
+        def make_eval(*args, **kwargs):
+            env = make(*args, **kwargs)
+            return env if kwargs.get("train", True) else _SignalAt(env, at, signum)
+
+        monkeypatch.setattr(run_support, "make_environment", make_eval)
+
+
+def _folder(tmp_path):
+    (name,) = os.listdir(tmp_path / "checkpoints")
+    return tmp_path / "checkpoints" / name
+
+
+def _load(folder, name):
+    return checkpoint.load_checkpoint(str(folder / name), "DQN", "CartPole-v1")
+
+
+def _csv_iterations(tmp_path):
+    (name,) = os.listdir(tmp_path / "runs")
+    with open(tmp_path / "runs" / name / "results.csv") as f:
+        return [int(row["iteration"]) for row in csv.DictReader(f)]
+
+
+def test_sigterm_in_training_saves_the_iteration_part_way_and_resume_finishes_it_exactly(
+    tmp_path, monkeypatch, capsys
+):
+    dqn_train.main(_config(tmp_path / "whole"))
+    whole = _load(_folder(tmp_path / "whole"), f"{STEM}_1.ckpt")
+
+    config = _config(tmp_path / "stopped")
+    previous_handler = signal.getsignal(signal.SIGTERM)
+    with monkeypatch.context() as patch:
+        _signal_during(patch, "train", at=300)
+        with pytest.raises(RunInterrupted, match="stopped in iteration 1 at env step 300") as stopped:
+            dqn_train.main(config)
+    assert stopped.value.exit_code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is previous_handler  # the run's handler is gone again
+    folder = _folder(tmp_path / "stopped")
+    names = sorted(os.listdir(folder))
+    assert f"{STEM}_1_interrupted.ckpt" in names and f"{STEM}_1.ckpt" not in names
+    assert [n for n in names if n.endswith(".replay.npz")] == [f"{STEM}_1_interrupted.replay.npz"]
+    saved = _load(folder, f"{STEM}_1_interrupted.ckpt")
+    assert saved["iteration"] == 1
+    assert saved["loop"]["next_iteration"] == 1
+    assert saved["loop"]["train_env_steps"] == 300
+    assert saved["loop"]["iteration_env_steps"] == 100
+    assert saved["agent"]["env_steps"] == 300  # the transition of the 300th step was stored, no more
+    replay = checkpoint.load_arrays(str(folder / f"{STEM}_1_interrupted.replay.npz"))
+    assert int(replay["replay/num_added"]) == 300
+    assert _csv_iterations(tmp_path / "stopped") == [0]
+
+    capsys.readouterr()
+    dqn_train.main(dataclasses.replace(config, resume=True))
+    err = capsys.readouterr().err
+    assert f"resuming from {folder / f'{STEM}_1_interrupted.ckpt'}" in err
+    assert "restored 300 transitions" in err
+    names = sorted(os.listdir(folder))
+    assert not [n for n in names if "interrupted" in n]  # finished iteration 1: superseded
+    assert [n for n in names if n.endswith(".replay.npz")] == [f"{STEM}_1.replay.npz"]
+    resumed = _load(folder, f"{STEM}_1.ckpt")
+    for key in ("env_steps", "learner_steps"):
+        assert resumed["agent"][key] == whole["agent"][key], key
+    assert resumed["loop"]["train_env_steps"] == whole["loop"]["train_env_steps"] == 400
+    assert resumed["loop"]["iteration_env_steps"] == 0 and resumed["loop"]["iteration_episode_returns"] == []
+    assert _csv_iterations(tmp_path / "stopped") == [0, 1]
+
+
+def test_sigint_in_evaluation_keeps_the_training_and_resume_plays_the_evaluation_again(
+    tmp_path, monkeypatch, capsys
+):
+    config = _config(tmp_path)
+    with monkeypatch.context() as patch:
+        _signal_during(patch, "eval", at=30, signum=signal.SIGINT)
+        with pytest.raises(RunInterrupted, match="stopped in iteration 0 at env step 200") as stopped:
+            dqn_train.main(config)
+    assert stopped.value.exit_code == 128 + signal.SIGINT
+    folder = _folder(tmp_path)
+    saved = _load(folder, f"{STEM}_0_interrupted.ckpt")
+    assert saved["loop"]["next_iteration"] == 0
+    assert saved["loop"]["iteration_env_steps"] == 200  # training done, the evaluation was not
+    games = saved["loop"]["iteration_episode_returns"]
+    assert len(games) > 0 and len(saved["loop"]["iteration_episode_lengths"]) == len(games)
+    assert sum(saved["loop"]["iteration_episode_lengths"]) <= 200
+
+    dqn_train.main(dataclasses.replace(config, resume=True))
+    first = _load(folder, f"{STEM}_0.ckpt")
+    assert first["loop"]["train_env_steps"] == 200  # no training step was added to iteration 0
+    assert first["agent"]["env_steps"] == 200
+    assert _load(folder, f"{STEM}_1.ckpt")["loop"]["train_env_steps"] == 400
+    with open(next((tmp_path / "runs").iterdir()) / "results.csv") as f:
+        row = next(csv.DictReader(f))
+    # Iteration 0's training mean still counts the games it finished before the stop.
+    assert int(row["train_num_episodes"]) == len(games)
+    assert float(row["train_mean_episode_return"]) == pytest.approx(sum(games) / len(games))
+
+
+def test_the_latest_checkpoint_orders_an_interrupted_iteration_between_its_neighbours(tmp_path):
+    def latest(*names):
+        for name in os.listdir(tmp_path):
+            os.remove(tmp_path / name)
+        for name in names:
+            (tmp_path / name).write_bytes(b"")
+        return os.path.basename(checkpoint.find_latest_checkpoint(str(tmp_path), "DQN", "CartPole-v1"))
+
+    assert latest(f"{STEM}_0.ckpt", f"{STEM}_1_interrupted.ckpt") == f"{STEM}_1_interrupted.ckpt"
+    assert latest(f"{STEM}_1_interrupted.ckpt", f"{STEM}_1.ckpt") == f"{STEM}_1.ckpt"
+    assert latest(f"{STEM}_9.ckpt", f"{STEM}_10_interrupted.ckpt") == f"{STEM}_10_interrupted.ckpt"
+    assert latest(f"{STEM}_10.ckpt", f"{STEM}_2_interrupted.ckpt") == f"{STEM}_10.ckpt"
