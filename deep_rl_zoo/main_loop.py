@@ -7,10 +7,12 @@ evaluation on a separate environment, then one CSV row and one checkpoint:
     |--- train ---|-- eval --|ckpt   |--- train ---|-- eval --|ckpt   ...
 
 The training environment keeps running across iterations (an episode may span two of them); each
-evaluation phase starts fresh episodes. A single-process run stopped by Ctrl-C or SIGTERM saves itself
-part-way through its iteration (`stop_on_signals`, `<stem>_<i>_interrupted.ckpt`), and --resume finishes
-that iteration: nothing trained is lost but the episode that was running. The distributed loop (actors + learner, `deep_rl_zoo.runtime`)
+evaluation phase starts fresh episodes. The distributed loop (actors + learner, `deep_rl_zoo.runtime`)
 reuses `run_env_loop`, `run_evaluation_phase` and `finish_iteration`.
+
+A run stopped by Ctrl-C or SIGTERM (this loop or the distributed one) saves itself part-way through its
+iteration (`stop_on_signals`, `<stem>_<i>_interrupted.ckpt`), and --resume finishes that iteration:
+nothing trained is lost but the episodes that were running.
 """
 
 import contextlib
@@ -19,7 +21,7 @@ import math
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -190,6 +192,13 @@ class LoopState:
     def state_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def take_interrupted_iteration(self) -> tuple[int, list[float], list[int]]:
+        """(env steps, game returns, game lengths) of `next_iteration` done before an interruption, all
+        empty after a whole iteration; cleared here, so the iteration's own checkpoint has none."""
+        taken = self.iteration_env_steps, self.iteration_episode_returns, self.iteration_episode_lengths
+        self.iteration_env_steps, self.iteration_episode_returns, self.iteration_episode_lengths = 0, [], []
+        return taken[0], list(taken[1]), list(taken[2])
+
     @classmethod
     def from_state_dict(cls, state: dict) -> "LoopState":
         return cls(**state)
@@ -252,25 +261,16 @@ def run_single_thread_training_iterations(
         if step % LEARNER_LOG_INTERVAL == 0:
             logger.scalars("learner", train_agent.statistics, step)
 
-    def save_and_stop(iteration: int, iteration_env_steps: int) -> None:
-        loop_state.iteration_env_steps = iteration_env_steps
-        loop_state.iteration_episode_returns = list(train_stats.episode_returns)
-        loop_state.iteration_episode_lengths = list(train_stats.episode_lengths)
+    def save_and_stop(iteration: int, iteration_env_steps: int) -> NoReturn:
         train_loop.close()
-        path = save_checkpoint(iteration, loop_state, interrupted=True)
-        raise RunInterrupted(
-            f"stopped in iteration {iteration} at env step {loop_state.train_env_steps:,}; saved {path}, "
-            "which --resume continues",
-            exit_code=128 + stop.signal,
-        )
+        games = (train_stats.episode_returns, train_stats.episode_lengths)
+        save_interrupted_and_stop(save_checkpoint, iteration, iteration_env_steps, *games, loop_state, stop)
 
     for iteration in range(loop_state.next_iteration, num_iterations):
         train_stats.reset()
-        done = loop_state.iteration_env_steps  # > 0 only when resuming an interrupted iteration
-        train_stats.episode_returns = list(loop_state.iteration_episode_returns)
-        train_stats.episode_lengths = list(loop_state.iteration_episode_lengths)
-        loop_state.iteration_env_steps = 0
-        loop_state.iteration_episode_returns, loop_state.iteration_episode_lengths = [], []
+        done, train_stats.episode_returns, train_stats.episode_lengths = (
+            loop_state.take_interrupted_iteration()
+        )
         with tqdm(
             total=num_train_steps,
             initial=done,
@@ -314,6 +314,28 @@ def run_single_thread_training_iterations(
             break
     train_loop.close()
     return loop_state
+
+
+def save_interrupted_and_stop(
+    save_checkpoint: Callable[..., str],
+    iteration: int,
+    iteration_env_steps: int,
+    episode_returns: list[float],
+    episode_lengths: list[int],
+    loop_state: LoopState,
+    stop: StopRequest,
+) -> NoReturn:
+    """Saves `<stem>_<iteration>_interrupted.ckpt` (the iteration's env steps and games so far in the loop
+    state) and raises `RunInterrupted`, whose exit code is 128 + the signal's number."""
+    loop_state.iteration_env_steps = iteration_env_steps
+    loop_state.iteration_episode_returns = list(episode_returns)
+    loop_state.iteration_episode_lengths = list(episode_lengths)
+    path = save_checkpoint(iteration, loop_state, interrupted=True)
+    raise RunInterrupted(
+        f"stopped in iteration {iteration} at env step {loop_state.train_env_steps:,}; saved {path}, "
+        "which --resume continues",
+        exit_code=128 + stop.signal,
+    )
 
 
 def run_evaluation_phase(

@@ -762,10 +762,13 @@ def train_distributed(
             config,
             agents.learner.shared_module,
             functools.partial(_build_actor_process_side, config, build_actor, wrap_env=wrap_env),
-            seeds=[actor_seed(config.seed, i, loop_state.next_iteration) for i in range(config.num_actors)],
+            seeds=[
+                actor_seed(config.seed, i, loop_state.next_iteration) + loop_state.iteration_env_steps
+                for i in range(config.num_actors)
+            ],
         )
         try:
-            with runtime:
+            with runtime, main_loop.stop_on_signals() as stop:
                 return run_distributed_training_iterations(
                     num_iterations=config.num_iterations,
                     num_train_steps=config.num_train_steps,
@@ -781,6 +784,7 @@ def train_distributed(
                     solved_return=solved_return,
                     solved_min_episodes=solved_min_episodes,
                     show_progress=config.show_progress,
+                    stop=stop,
                 )
         finally:
             logger.close()

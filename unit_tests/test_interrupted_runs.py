@@ -166,3 +166,114 @@ def test_the_latest_checkpoint_orders_an_interrupted_iteration_between_its_neigh
     assert latest(f"{STEM}_1_interrupted.ckpt", f"{STEM}_1.ckpt") == f"{STEM}_1.ckpt"
     assert latest(f"{STEM}_9.ckpt", f"{STEM}_10_interrupted.ckpt") == f"{STEM}_10_interrupted.ckpt"
     assert latest(f"{STEM}_10.ckpt", f"{STEM}_2_interrupted.ckpt") == f"{STEM}_10.ckpt"
+
+
+@pytest.mark.smoke
+def test_sigterm_stops_a_distributed_run_between_learner_steps_and_resume_finishes_the_iteration(
+    tmp_path, monkeypatch
+):
+    from deep_rl_zoo.ppo import train as ppo_train
+    from deep_rl_zoo.ppo.agent import Ppo
+
+    config = ppo_train.PpoConfig(
+        environment_name="CartPole-v1",
+        num_iterations=2,
+        num_train_steps=320,
+        num_eval_steps=50,
+        num_actors=2,
+        unroll_length=16,
+        minibatch_size=16,
+        num_epochs=1,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    learn, calls = Ppo.learn, []
+
+    def learn_then_signal(self, payloads):
+        learn(self, payloads)
+        calls.append(len(payloads))
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Ppo, "learn", learn_then_signal)
+        with pytest.raises(RunInterrupted, match="stopped in iteration 0") as stopped:
+            ppo_train.main(config)
+    assert stopped.value.exit_code == 128 + signal.SIGTERM
+    assert len(calls) == 3  # the learner stopped right after the step in which the signal came
+    folder = tmp_path / "checkpoints" / "PPO_CartPole-v1"
+    saved = checkpoint.load_checkpoint(
+        str(folder / "PPO_CartPole-v1_0_interrupted.ckpt"), "PPO", "CartPole-v1"
+    )
+    assert saved["agent"]["learner_steps"] == 3
+    steps = saved["loop"]["train_env_steps"]
+    assert 0 < steps < 320 and saved["loop"]["iteration_env_steps"] == steps  # 3 x 2 unrolls of <= 16
+    assert steps <= 3 * 2 * 16
+
+    resumed = ppo_train.main(dataclasses.replace(config, resume=True))
+    assert resumed.next_iteration == 2
+    assert not [n for n in os.listdir(folder) if "interrupted" in n]
+    first = checkpoint.load_checkpoint(str(folder / "PPO_CartPole-v1_0.ckpt"), "PPO", "CartPole-v1")
+    # Iteration 0 went on from where it stopped: ~320 env steps in all, not 320 more.
+    assert abs(first["loop"]["train_env_steps"] - 320) <= 16
+    assert _csv_iterations(tmp_path) == [0, 1]
+
+
+def _processes_in_group(pgid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process groups from /proc")
+def test_ctrl_c_on_a_distributed_script_saves_it_and_leaves_no_process(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from unit_tests.deadlines import Deadline, answers_ctrl_c, under_load
+
+    command = [sys.executable, "-m", "deep_rl_zoo.ppo.run_classic", "--num_train_steps=2048"]
+    command += ["--num_eval_steps=100", "--num_iterations=1000", "--nouse_tensorboard", "--noshow_progress"]
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    process = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": repo_root},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # its own process group, like a terminal job
+        preexec_fn=answers_ctrl_c,
+    )
+    folder = tmp_path / "checkpoints" / "PPO_CartPole-v1"
+    try:
+        started = Deadline(120)  # start-up, actors, one iteration (stretched by the load)
+        while not (folder / "PPO_CartPole-v1_0.ckpt").exists():
+            assert process.poll() is None and not started.passed()
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the learner and every actor
+        _, stderr = process.communicate(timeout=under_load(60))
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "which --resume continues" in stderr and "Traceback" not in stderr
+    (saved,) = [n for n in os.listdir(folder) if n.endswith("_interrupted.ckpt")]
+    checkpoint.load_checkpoint(str(folder / saved), "PPO", "CartPole-v1")
+    gone = Deadline(10)
+    while _processes_in_group(process.pid) and not gone.passed():
+        time.sleep(0.2)
+    assert _processes_in_group(process.pid) == []

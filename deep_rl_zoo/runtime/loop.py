@@ -13,9 +13,11 @@ from deep_rl_zoo.main_loop import (
     LEARNER_LOG_INTERVAL,
     SOLVED_MIN_EPISODES,
     LoopState,
+    StopRequest,
     WarmUpNotice,
     finish_iteration,
     run_evaluation_phase,
+    save_interrupted_and_stop,
 )
 from deep_rl_zoo.runtime.interface import ActorMessage, ActorRuntime, DistributedLearner
 from deep_rl_zoo.types_ import Agent
@@ -39,8 +41,13 @@ def run_distributed_training_iterations(
     solved_return: float | None = None,
     solved_min_episodes: int = SOLVED_MIN_EPISODES,
     show_progress: bool = True,
+    stop: StopRequest | None = None,
 ) -> LoopState:
     """Iterations of distributed training, then greedy evaluation in the learner, then a checkpoint.
+
+    When `stop` is requested (`main_loop.stop_on_signals`), the learner finishes its learner step (or
+    leaves the evaluation), saves an interrupted checkpoint and raises `RunInterrupted`; the actors'
+    data not yet learned from is dropped, and --resume finishes the iteration with fresh actors.
 
     A training phase consumes actor messages for whole learner steps and ends on the learner-step boundary
     nearest to `num_train_steps` env steps (summed over all actors; see `training_phase_done`), so it
@@ -58,12 +65,13 @@ def run_distributed_training_iterations(
     phase_length_noted = False
     loop_statistics: dict[str, float] = {}
     for iteration in range(loop_state.next_iteration, num_iterations):
-        phase_start_steps = loop_state.train_env_steps
-        phase_start_time = time.perf_counter()
+        done, train_returns, _ = loop_state.take_interrupted_iteration()
+        phase_start_steps = loop_state.train_env_steps - done
+        speed_start_steps, phase_start_time = loop_state.train_env_steps, time.perf_counter()
         phase_learner_steps, last_step_env_steps = 0, 0
-        train_returns: list[float] = []
         with tqdm(
             total=num_train_steps,
+            initial=done,
             desc=f"iteration {iteration} train",
             unit="step",
             disable=not show_progress,
@@ -73,6 +81,8 @@ def run_distributed_training_iterations(
             while not training_phase_done(
                 loop_state.train_env_steps - phase_start_steps, num_train_steps, last_step_env_steps
             ):
+                if stop is not None and stop.requested:
+                    break
                 step_start_steps = loop_state.train_env_steps
                 payloads, lags, num_messages = [], [], 0
                 while num_messages < learner.messages_per_step:
@@ -104,14 +114,19 @@ def run_distributed_training_iterations(
                         "learner", {**learner.statistics, **loop_statistics}, loop_state.train_env_steps
                     )
         train_steps = loop_state.train_env_steps - phase_start_steps
-        if train_steps != num_train_steps and not phase_length_noted:
+        if stop is not None and stop.requested:
+            save_interrupted_and_stop(
+                save_checkpoint, iteration, train_steps, train_returns, [], loop_state, stop
+            )
+        if train_steps != num_train_steps and not phase_length_noted and phase_learner_steps > 0:
             phase_length_noted = True
             tqdm.write(
                 f"note: a training phase ends between two learner steps (here {phase_learner_steps} of about "
                 f"{train_steps / phase_learner_steps:,.0f} env steps each), so iteration {iteration} trained "
                 f"{train_steps:,} env steps for --num_train_steps={num_train_steps:,}"
             )
-        train_steps_per_second = train_steps / max(time.perf_counter() - phase_start_time, 1e-9)
+        speed_steps = loop_state.train_env_steps - speed_start_steps
+        train_steps_per_second = speed_steps / max(time.perf_counter() - phase_start_time, 1e-9)
 
         eval_summary = run_evaluation_phase(
             num_eval_steps,
@@ -121,7 +136,12 @@ def run_distributed_training_iterations(
             iteration,
             show_progress,
             eval_stats,
+            stop,
         )
+        if stop is not None and stop.requested:
+            save_interrupted_and_stop(
+                save_checkpoint, iteration, train_steps, train_returns, [], loop_state, stop
+            )
         solved = finish_iteration(
             iteration=iteration,
             train_mean_return=float(np.mean(train_returns)) if train_returns else math.nan,
