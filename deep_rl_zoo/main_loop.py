@@ -96,15 +96,12 @@ def stop_on_signals() -> Iterator[StopRequest]:
         return
 
     def handler(signum, frame):
+        # Only a flag: printing here could re-enter a write the interrupted code was in the middle of.
         if stop.requested:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             return
         stop.signal = signum
-        tqdm.write(
-            f"{signal.Signals(signum).name}: stopping after this env step to save the run "
-            "(Ctrl-C again quits without saving)"
-        )
 
     previous = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -327,6 +324,10 @@ def save_interrupted_and_stop(
 ) -> NoReturn:
     """Saves `<stem>_<iteration>_interrupted.ckpt` (the iteration's env steps and games so far in the loop
     state) and raises `RunInterrupted`, whose exit code is 128 + the signal's number."""
+    tqdm.write(
+        f"{signal.Signals(stop.signal).name}: saving the run at env step {loop_state.train_env_steps:,} "
+        "(Ctrl-C again quits without saving)"
+    )
     loop_state.iteration_env_steps = iteration_env_steps
     loop_state.iteration_episode_returns = list(episode_returns)
     loop_state.iteration_episode_lengths = list(episode_lengths)
