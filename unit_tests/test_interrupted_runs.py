@@ -129,10 +129,15 @@ def test_sigint_in_evaluation_keeps_the_training_and_resume_plays_the_evaluation
     tmp_path, monkeypatch, capsys
 ):
     config = _config(tmp_path)
-    with monkeypatch.context() as patch:
-        _signal_during(patch, "eval", at=30, signum=signal.SIGINT)
-        with pytest.raises(RunInterrupted, match="stopped in iteration 0 at env step 200") as stopped:
-            dqn_train.main(config)
+    # A terminal job's Ctrl-C disposition, even where pytest runs with SIGINT ignored (under nohup).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with monkeypatch.context() as patch:
+            _signal_during(patch, "eval", at=30, signum=signal.SIGINT)
+            with pytest.raises(RunInterrupted, match="stopped in iteration 0 at env step 200") as stopped:
+                dqn_train.main(config)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert stopped.value.exit_code == 128 + signal.SIGINT
     folder = _folder(tmp_path)
     saved = _load(folder, f"{STEM}_0_interrupted.ckpt")
@@ -152,6 +157,23 @@ def test_sigint_in_evaluation_keeps_the_training_and_resume_plays_the_evaluation
     # Iteration 0's training mean still counts the games it finished before the stop.
     assert int(row["train_num_episodes"]) == len(games)
     assert float(row["train_mean_episode_return"]) == pytest.approx(sum(games) / len(games))
+
+
+def test_an_ignored_sigint_stays_ignored_and_the_handlers_come_back():
+    from deep_rl_zoo.main_loop import stop_on_signals
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as under `nohup ... &`
+    try:
+        term = signal.getsignal(signal.SIGTERM)
+        with stop_on_signals() as stop:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            assert not stop.requested
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert stop.signal == signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is term
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_the_latest_checkpoint_orders_an_interrupted_iteration_between_its_neighbours(tmp_path):
