@@ -81,6 +81,7 @@ def _csv_iterations(tmp_path):
         return [int(row["iteration"]) for row in csv.DictReader(f)]
 
 
+@pytest.mark.smoke
 def test_sigterm_in_training_saves_the_iteration_part_way_and_resume_finishes_it_exactly(
     tmp_path, monkeypatch, capsys
 ):
@@ -125,6 +126,7 @@ def test_sigterm_in_training_saves_the_iteration_part_way_and_resume_finishes_it
     assert _csv_iterations(tmp_path / "stopped") == [0, 1]
 
 
+@pytest.mark.smoke
 def test_sigint_in_evaluation_keeps_the_training_and_resume_plays_the_evaluation_again(
     tmp_path, monkeypatch, capsys
 ):
