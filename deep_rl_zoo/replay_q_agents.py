@@ -1,16 +1,20 @@
 """What the eight replay-based Q agents (DQN, Double DQN, Prioritized DQN, C51, Rainbow, QR-DQN, IQN,
 DRQN) share: their common flags and checks, the building of their replay, schedules and optimiser,
-and the rebuilding of a trained network from a checkpoint. The algorithms themselves (acting and
-learning) stay in each `<agent>/agent.py`; each `<agent>/train.py` declares the agent's own flags and
-calls these functions in `build_agents`.
+the rebuilding of a trained network from a checkpoint, and (all but DRQN, whose sequence replay and
+recurrent state are its own) the agent around the algorithm: acting, storing, the gradient step and
+target copies, statistics and checkpoint state (`ReplayQAgent`). The algorithms themselves (each
+loss, Rainbow's noisy acting) stay in each `<agent>/agent.py`; each `<agent>/train.py` declares the
+agent's own flags and calls these functions in `build_agents`.
 
     config:   RunConfig -> ReplayQConfig -> EpsilonGreedyConfig -> DqnConfig, QrDqnConfig, ...
                                         -> RainbowConfig (noisy layers explore: no epsilon)
     build:    build_network(config, ...) -> learner_arguments + transition_storage / sequence_storage
               + epsilon_schedule / importance_sampling_schedule -> agent.<Agent>(...)
     evaluate: trained_config(checkpoint) -> load_network -> a greedy actor
+    agent:    ReplayQAgent -> dqn.agent.Dqn, ..., rainbow.agent.Rainbow (each writes its `_learn`)
 """
 
+import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -24,6 +28,7 @@ from deep_rl_zoo import optimization, run_support
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo.config import RunConfig, field
 from deep_rl_zoo.errors import require
+from deep_rl_zoo.greedy_actors import epsilon_greedy_actions
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.sequence_replay import SequenceReplay
 from deep_rl_zoo.types_ import TimeStep
@@ -235,30 +240,120 @@ def load_network(
     return network.to(device).eval()
 
 
-# --- Acting in several envs at once (--num_envs)
+# --- The agent around each algorithm
 
 
-class ReplayQActing:
-    """The acting half every replay Q agent (DQN to IQN, not DRQN) shares.
+class ReplayQAgent:
+    """What every replay Q agent but DRQN (DQN, Double DQN, Prioritized DQN, C51, QR-DQN, IQN, Rainbow)
+    does around its algorithm, so that each `<agent>/agent.py` holds only what makes it that agent: the
+    loss in `_learn` (and, for Rainbow, its noisy acting in `_choose_actions`).
 
-    `step_batch` takes one timestep of each of N envs (`--num_envs`): it counts the env steps they
-    complete, chooses the N actions with one batched forward (`_choose_actions`, the one part each agent
-    writes itself), stores env i's transitions through replay stream i and takes the gradient steps now
-    due (one per `_learn_interval` env steps, once the replay holds `_min_replay_size`). `step` is the
-    same for a single env. A subclass sets `_writer`, `_env_steps`, `_learn_interval` and
-    `_min_replay_size` and defines `_choose_actions(observations [N, ...], env_steps)` and `_learn()`.
+    Acting: `step_batch` takes one timestep of each of N envs (`--num_envs`), counts the env steps they
+    complete, chooses the N actions with one batched forward (`_choose_actions`: epsilon-greedy on
+    `_acting_network` unless the agent writes its own), stores env i's transitions through replay
+    stream i and takes the gradient steps now due (one per `learn_interval` env steps, once the replay
+    holds `min_replay_size`). `step` is the same for a single env.
+
+    Learning: the agent's `_learn()` samples a batch, computes its loss and hands that scalar to
+    `_apply_gradient`, which clips and takes the optimiser step, counts it, and copies the online
+    network into the target network every `target_network_update_period` gradient steps.
+
+    `statistics` and `state_dict` cover what is shared; an agent adds its own keys to them.
     """
 
-    _writer: replay_lib.TransitionWriter
-    _env_steps: int
-    _learn_interval: int
-    _min_replay_size: int
+    agent_name: str
 
-    def _choose_actions(self, observations: np.ndarray, env_steps: int) -> np.ndarray:
-        raise NotImplementedError
+    def __init__(
+        self,
+        *,
+        network: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        replay: replay_lib.UniformReplay | replay_lib.PrioritizedReplay,
+        transition_accumulator: replay_lib.TransitionAccumulator,
+        min_replay_size: int,
+        learn_interval: int,
+        batch_size: int,
+        target_network_update_period: int,
+        max_grad_norm: float,
+        device: torch.device,
+        frame_store: replay_lib.FrameStackStore | None = None,
+        exploration_epsilon: LinearSchedule | None = None,
+        num_actions: int | None = None,
+        rng: np.random.Generator | None = None,
+    ):
+        """
+        Args:
+          network: the online network; the target network starts as a copy of it.
+          optimizer: over the online network's parameters.
+          replay: stores `replay_lib.Transition`s (of frame handles when `frame_store` is given).
+          transition_accumulator: makes the (n-step) transitions the replay stores.
+          min_replay_size: transitions stored before learning starts (at least one batch).
+          learn_interval: env steps between two gradient steps.
+          batch_size: transitions per gradient step.
+          target_network_update_period: gradient steps between two target-network copies.
+          max_grad_norm: global gradient-norm clip; 0 disables.
+          device: where the networks run.
+          frame_store: for Atari, stores each frame once; observations in the replay are its handles.
+          exploration_epsilon: epsilon as a function of env steps, for epsilon-greedy acting; None for an
+            agent that explores otherwise and writes its own `_choose_actions` (Rainbow).
+          num_actions: the number of actions epsilon-greedy acting chooses from.
+          rng: the exploration's generator (saved in checkpoints).
+        """
+        if batch_size > replay.capacity:
+            raise ValueError(f"batch_size {batch_size} is larger than the replay capacity {replay.capacity}")
+        epsilon_greedy = type(self)._choose_actions is ReplayQAgent._choose_actions
+        if epsilon_greedy and (exploration_epsilon is None or num_actions is None or rng is None):
+            raise ValueError(
+                f"{type(self).__name__} acts epsilon-greedily: it needs exploration_epsilon, num_actions and rng"
+            )
+        self._network = network
+        self._acting_network: Callable[[torch.Tensor], Any] = network
+        self._target_network = copy.deepcopy(network).requires_grad_(False)
+        self._optimizer = optimizer
+        self._replay = replay
+        self._writer = replay_lib.TransitionWriter(replay, transition_accumulator, frame_store)
+        self._exploration_epsilon = exploration_epsilon
+        self._num_actions = num_actions
+        self._rng = rng
+        self._min_replay_size = max(min_replay_size, batch_size)
+        self._learn_interval = learn_interval
+        self._batch_size = batch_size
+        self._target_network_update_period = target_network_update_period
+        self._max_grad_norm = max_grad_norm
+        self._device = device
+        self._env_steps = 0
+        self._learner_steps = 0
+        self._last_loss = float("nan")
+        self._last_grad_norm = float("nan")
 
     def _learn(self) -> None:
+        """One gradient step: sample a batch, compute the loss, `_apply_gradient(loss)`."""
         raise NotImplementedError
+
+    def _choose_actions(self, observations: np.ndarray, env_steps: int) -> np.ndarray:
+        """Epsilon-greedy actions [N] for observations [N, ...], epsilon taken at `env_steps`."""
+        return epsilon_greedy_actions(
+            self._acting_network,
+            observations,
+            self._exploration_epsilon(env_steps),
+            self._num_actions,
+            self._rng,
+            self._device,
+        )
+
+    @property
+    def epsilon(self) -> float:
+        return self._exploration_epsilon(self._env_steps)
+
+    def _apply_gradient(self, loss: torch.Tensor) -> None:
+        """Minimises `loss` (a scalar) by one clipped optimiser step of the online network, then
+        refreshes the target network when this step completes a period."""
+        self._last_loss, self._last_grad_norm = optimization.gradient_step(
+            loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
+        )
+        self._learner_steps += 1
+        if self._learner_steps % self._target_network_update_period == 0:
+            self._target_network.load_state_dict(self._network.state_dict())
 
     def step(self, timestep: TimeStep) -> int:
         """Stores what `timestep` completes, learns when due, and returns the agent's action."""
@@ -284,6 +379,39 @@ class ReplayQActing:
     def replay_writer(self) -> replay_lib.TransitionWriter:
         """The replay and frame store, which `--checkpoint_replay` saves beside the checkpoint."""
         return self._writer
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        exploration = {} if self._exploration_epsilon is None else {"epsilon": self.epsilon}
+        return {
+            "loss": self._last_loss,
+            "grad_norm": self._last_grad_norm,
+            **exploration,
+            "learner_steps": self._learner_steps,
+            "replay_size": self._replay.size,
+        }
+
+    def state_dict(self) -> dict:
+        exploration = {} if self._rng is None else {"rng": self._rng.bit_generator.state}
+        return {
+            "network": self._network.state_dict(),
+            "target_network": self._target_network.state_dict(),
+            "optimizer": self._optimizer.state_dict(),
+            "env_steps": self._env_steps,
+            "learner_steps": self._learner_steps,
+            **exploration,
+            "replay_rng": self._replay.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._network.load_state_dict(state["network"])
+        self._target_network.load_state_dict(state["target_network"])
+        self._optimizer.load_state_dict(state["optimizer"])
+        self._env_steps = state["env_steps"]
+        self._learner_steps = state["learner_steps"]
+        if self._rng is not None:
+            self._rng.bit_generator.state = state["rng"]
+        self._replay.rng.bit_generator.state = state["replay_rng"]
 
 
 def act_and_store(

@@ -871,3 +871,54 @@ def test_actions_are_greedy_at_epsilon_0_and_uniform_at_epsilon_1(kind):
     uniform = _generic_agent(kind, epsilon=1.0, min_replay_size=50)
     actions = feed(uniform, _episode(30))
     assert 8 <= actions.count(0) <= 23  # about half of 31
+
+
+# The agent state every checkpoint written so far holds: a change to the shared agent
+# (replay_q_agents.ReplayQAgent) must keep it, or old runs stop resuming.
+_SHARED_STATE = {"network", "target_network", "optimizer", "env_steps", "learner_steps", "replay_rng"}
+CHECKPOINT_KEYS = {
+    **{kind: _SHARED_STATE | {"rng"} for kind in WITH_EPSILON},
+    "iqn": _SHARED_STATE | {"rng", "tau_generator"},
+    "rainbow": _SHARED_STATE | {"torch_rng"},  # no epsilon: no exploration generator
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_checkpoint_state_keeps_the_keys_earlier_checkpoints_hold_and_round_trips(kind):
+    agent = _generic_agent(kind, batch_size=2, min_replay_size=2)
+    feed(agent, _episode(6))
+    state = agent.state_dict()
+    assert set(state) == CHECKPOINT_KEYS[kind]
+    assert state["env_steps"] == 6 and state["learner_steps"] > 0
+    other = _generic_agent(kind, batch_size=2, min_replay_size=2)
+    other.load_state_dict(state)
+    restored = other.state_dict()
+    assert (restored["env_steps"], restored["learner_steps"]) == (6, state["learner_steps"])
+    assert _equal(restored["network"], state["network"])
+    assert _equal(restored["target_network"], state["target_network"])
+
+
+def _without_exploration(kind: str):
+    """Builds a `kind` agent from everything but exploration_epsilon, num_actions and rng."""
+    network = _generic_network(kind)
+    if kind == "prioritized_dqn":
+        memory = replay_lib.PrioritizedReplay(10, 0.5, rng=np.random.default_rng(1))
+    else:
+        memory = replay_lib.UniformReplay(10, rng=np.random.default_rng(1))
+    common = _common(network, 0.1, memory, 1, 0.9)
+    if kind == "prioritized_dqn":
+        return PrioritizedDqn(
+            **common, importance_sampling_exponent=LinearSchedule(0.4, 1.0, 0, 10), priority_epsilon=0.1
+        )
+    if kind == "qr_dqn":
+        return QrDqn(**common, num_quantiles=2)
+    if kind == "iqn":
+        taus = dict(num_online_taus=1, num_target_taus=1, num_acting_taus=1)
+        return iqn_agent.Iqn(**common, **taus, tau_generator=torch.Generator())
+    return {"dqn": Dqn, "double_dqn": DoubleDqn, "c51": C51Dqn}[kind](**common)
+
+
+@pytest.mark.parametrize("kind", sorted(set(WITH_EPSILON) - {"drqn"}))
+def test_an_epsilon_greedy_agent_without_its_exploration_arguments_is_refused(kind):
+    with pytest.raises(ValueError, match="acts epsilon-greedily: it needs exploration_epsilon, num_actions"):
+        _without_exploration(kind)

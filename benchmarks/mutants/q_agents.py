@@ -25,9 +25,9 @@ _ENV_STEP = "if not timestep.first:\n            self._env_steps += 1"
 
 
 def _shared(prefix: str, path: str, counts_own_env_steps: bool = False) -> list[Mutant]:
-    """The slips every copy of the DQN loop can make: target refresh, epsilon clock, cadence. Only
-    DRQN still counts its own env steps; the others count them in `replay_q_agents.act_and_store`
-    (mutated once, under q_replay)."""
+    """The slips a DQN loop can make in its target refreshes (and, for DRQN, which counts its own env
+    steps, in its env-step clock). DRQN has its own loop; the seven others share
+    `replay_q_agents.ReplayQAgent` and `act_and_store`, mutated once, under q_replay."""
     mutants = [
         Mutant(
             f"{prefix}/target-copied-backwards",
@@ -118,16 +118,7 @@ MUTANTS = [
         "q_t",
         "--huber_delta is ignored: always the Huber loss of delta 1",
     ),
-    *_shared("dqn", DQN),
-    *_batch_sum("dqn", DQN, "output.loss.mean(),"),
-    Mutant(
-        "dqn/clip-flag-ignored",
-        DQN,
-        "            self._max_grad_norm,\n            self._learner_steps + 1,",
-        "            0.0,\n            self._learner_steps + 1,",
-        "--max_grad_norm is ignored: gradients are never clipped",
-    ),
-    *_epsilon("dqn", DQN),
+    *_batch_sum("dqn", DQN, "self._apply_gradient(output.loss.mean())"),
     # ---------------------------------------------------------------- Double DQN
     Mutant(
         "double_dqn/roles-swapped-in-call",
@@ -157,9 +148,7 @@ MUTANTS = [
         "q_tm1 = self._target_network(batch.s_tm1).q_values",
         "the prediction comes from the frozen network: no gradient reaches the online one",
     ),
-    *_shared("double_dqn", DOUBLE),
     *_batch_sum("double_dqn", DOUBLE),
-    *_epsilon("double_dqn", DOUBLE),
     # ---------------------------------------------------------------- Prioritized DQN
     Mutant(
         "prioritized_dqn/weights-ignored",
@@ -203,9 +192,7 @@ MUTANTS = [
         "q_t_selector = self._target_network(batch.s_t).q_values",
         "DQN's max instead of the paper's Double DQN target",
     ),
-    *_shared("prioritized_dqn", PER),
     *_batch_sum("prioritized_dqn", PER, "* output.loss).mean()"),
-    *_epsilon("prioritized_dqn", PER),
     # ---------------------------------------------------------------- DRQN
     Mutant(
         "drqn/burn-in-state-discarded",
@@ -301,9 +288,7 @@ MUTANTS = [
         "            batch.discount_t,\n            batch.r_t,\n            self._target_network.atoms,",
         "arguments in the wrong order: r_t is used as the discount",
     ),
-    *_shared("c51", C51),
     *_batch_sum("c51", C51),
-    *_epsilon("c51", C51),
     # ---------------------------------------------------------------- Rainbow
     Mutant(
         "rainbow/target-network-selects",
@@ -347,7 +332,6 @@ MUTANTS = [
         "sample(self._batch_size, self._importance_sampling_exponent(self._learner_steps))",
         "beta anneals on gradient steps",
     ),
-    *_shared("rainbow", RAINBOW),
     *_batch_sum("rainbow", RAINBOW, "* output.loss).mean()"),
     # ---------------------------------------------------------------- QR-DQN
     Mutant(
@@ -367,8 +351,8 @@ MUTANTS = [
     Mutant(
         "qr_dqn/fractions-evenly-spaced-from-0",
         QR,
-        "self._taus = value_learning.quantile_midpoints(num_quantiles, device)  # [N]",
-        "self._taus = torch.linspace(0.0, 1.0, num_quantiles, device=device)  # [N]",
+        "self._taus = value_learning.quantile_midpoints(num_quantiles, self._device)  # [N]",
+        "self._taus = torch.linspace(0.0, 1.0, num_quantiles, device=self._device)  # [N]",
         "fractions 0 .. 1 instead of the midpoints (2i + 1) / 2N",
     ),
     Mutant(
@@ -378,9 +362,7 @@ MUTANTS = [
         "            batch.discount_t,\n            batch.r_t,\n            dist_q_t,",
         "arguments in the wrong order: r_t is used as the discount",
     ),
-    *_shared("qr_dqn", QR),
     *_batch_sum("qr_dqn", QR),
-    *_epsilon("qr_dqn", QR),
     # ---------------------------------------------------------------- IQN
     Mutant(
         "iqn/online-network-quantiles",
@@ -417,10 +399,18 @@ MUTANTS = [
         "taus_t = sample_taus(size, self._num_online_taus, self._tau_generator, self._device)",
         "N' is ignored: N target samples",
     ),
-    *_shared("iqn", IQN),
     *_batch_sum("iqn", IQN),
-    *_epsilon("iqn", IQN),
-    # ---------------------------------------------------------------- the replay path they share
+    # ---------------------------------------------------------------- what they share
+    # (all but DRQN: replay_q_agents.ReplayQAgent's gradient step, target copies and epsilon clock)
+    *_shared("q_replay", Q_REPLAY),
+    Mutant(
+        "q_replay/clip-flag-ignored",
+        Q_REPLAY,
+        "loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1",
+        "loss, self._optimizer, self._network.parameters(), 0.0, self._learner_steps + 1",
+        "--max_grad_norm is ignored: gradients are never clipped",
+    ),
+    *_epsilon("q_replay", Q_REPLAY),
     Mutant(
         "q_replay/truncation-as-termination",
         REPLAY,

@@ -2,26 +2,20 @@
 https://arxiv.org/abs/1511.05952): Double DQN that replays transitions in proportion to their last
 |TD error| (on a sum tree) and corrects the bias with importance-sampling weights."""
 
-import copy
-
-import numpy as np
 import torch
-from torch import nn
 
-from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo import replay_q_agents, value_learning
-from deep_rl_zoo.greedy_actors import epsilon_greedy_actions
-from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.schedules import LinearSchedule
 
 
-class PrioritizedDqn(replay_q_agents.ReplayQActing):
+class PrioritizedDqn(replay_q_agents.ReplayQAgent):
     """A Double DQN agent with proportional prioritized replay, acting and learning in one process.
 
     Each gradient step draws a batch with probability proportional to priority^alpha, scales each
     example's loss by its importance-sampling weight w_i = (N P(i))^-beta / max_j w_j (beta annealed to
     1 over training), and then sets the batch's priorities to |TD error| + `priority_epsilon`.
-    As in the paper the target is Double DQN's.
+    As in the paper the target is Double DQN's. Acting, storing, the gradient step and the target
+    copies are `replay_q_agents.ReplayQAgent`'s.
     """
 
     agent_name = "PrioritizedDQN"
@@ -29,75 +23,23 @@ class PrioritizedDqn(replay_q_agents.ReplayQActing):
     def __init__(
         self,
         *,
-        network: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        replay: replay_lib.PrioritizedReplay,
-        transition_accumulator: replay_lib.TransitionAccumulator,
-        exploration_epsilon: LinearSchedule,
         importance_sampling_exponent: LinearSchedule,
         priority_epsilon: float,
-        num_actions: int,
-        min_replay_size: int,
-        learn_interval: int,
-        batch_size: int,
-        target_network_update_period: int,
-        max_grad_norm: float,
-        rng: np.random.Generator,
-        device: torch.device,
-        frame_store: replay_lib.FrameStackStore | None = None,
         huber_delta: float | None = 1.0,
+        **shared,
     ):
         """
         Args:
-          network: online Q-network, returns `QNetworkOutput`.
-          replay: stores `replay_lib.Transition`s (of frame handles when `frame_store` is given).
-          exploration_epsilon: epsilon as a function of env steps.
           importance_sampling_exponent: beta as a function of env steps.
           priority_epsilon: added to |TD error| so that no transition gets priority 0.
-          min_replay_size: transitions stored before learning starts.
-          learn_interval: env steps between two gradient steps.
-          target_network_update_period: gradient steps between two target-network copies.
-          max_grad_norm: global gradient-norm clip; 0 disables.
-          frame_store: for Atari, stores each frame once; observations in the replay are its handles.
           huber_delta: Huber threshold of the TD error, None for the squared loss.
+          **shared: `replay_q_agents.ReplayQAgent`'s arguments (network, optimizer, a
+            `replay_lib.PrioritizedReplay`, exploration_epsilon, ...).
         """
-        if batch_size > replay.capacity:
-            raise ValueError(f"batch_size {batch_size} is larger than the replay capacity {replay.capacity}")
-        self._network = network
-        self._target_network = copy.deepcopy(network).requires_grad_(False)
-        self._optimizer = optimizer
-        self._replay = replay
-        self._writer = replay_lib.TransitionWriter(replay, transition_accumulator, frame_store)
-        self._exploration_epsilon = exploration_epsilon
+        super().__init__(**shared)
         self._importance_sampling_exponent = importance_sampling_exponent
         self._priority_epsilon = priority_epsilon
-        self._num_actions = num_actions
-        self._min_replay_size = max(min_replay_size, batch_size)
-        self._learn_interval = learn_interval
-        self._batch_size = batch_size
-        self._target_network_update_period = target_network_update_period
-        self._max_grad_norm = max_grad_norm
         self._huber_delta = huber_delta
-        self._rng = rng
-        self._device = device
-        self._env_steps = 0
-        self._learner_steps = 0
-        self._last_loss = float("nan")
-        self._last_grad_norm = float("nan")
-
-    def _choose_actions(self, observations: np.ndarray, env_steps: int) -> np.ndarray:
-        return epsilon_greedy_actions(
-            self._network,
-            observations,
-            self._exploration_epsilon(env_steps),
-            self._num_actions,
-            self._rng,
-            self._device,
-        )
-
-    @property
-    def epsilon(self) -> float:
-        return self._exploration_epsilon(self._env_steps)
 
     def _learn(self) -> None:
         sample = self._replay.sample(self._batch_size, self._importance_sampling_exponent(self._env_steps))
@@ -117,43 +59,14 @@ class PrioritizedDqn(replay_q_agents.ReplayQActing):
         )
         # The weights undo the bias of prioritized sampling (Schaul et al. 2015, section 3.4).
         loss = (torch.as_tensor(sample.weights, device=self._device) * output.loss).mean()
-        self._last_loss, self._last_grad_norm = gradient_step(
-            loss, self._optimizer, self._network.parameters(), self._max_grad_norm, self._learner_steps + 1
-        )
-        self._learner_steps += 1
+        self._apply_gradient(loss)
         priorities = output.extra.td_error.abs().cpu().numpy() + self._priority_epsilon
         self._replay.update_priorities(sample.indices, priorities)
-        if self._learner_steps % self._target_network_update_period == 0:
-            self._target_network.load_state_dict(self._network.state_dict())
 
     @property
     def statistics(self) -> dict[str, float]:
         return {
-            "loss": self._last_loss,
-            "grad_norm": self._last_grad_norm,
-            "epsilon": self.epsilon,
+            **super().statistics,
             "importance_sampling_exponent": self._importance_sampling_exponent(self._env_steps),
             "max_priority": self._replay.max_priority,
-            "learner_steps": self._learner_steps,
-            "replay_size": self._replay.size,
         }
-
-    def state_dict(self) -> dict:
-        return {
-            "network": self._network.state_dict(),
-            "target_network": self._target_network.state_dict(),
-            "optimizer": self._optimizer.state_dict(),
-            "env_steps": self._env_steps,
-            "learner_steps": self._learner_steps,
-            "rng": self._rng.bit_generator.state,
-            "replay_rng": self._replay.rng.bit_generator.state,
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self._network.load_state_dict(state["network"])
-        self._target_network.load_state_dict(state["target_network"])
-        self._optimizer.load_state_dict(state["optimizer"])
-        self._env_steps = state["env_steps"]
-        self._learner_steps = state["learner_steps"]
-        self._rng.bit_generator.state = state["rng"]
-        self._replay.rng.bit_generator.state = state["replay_rng"]
