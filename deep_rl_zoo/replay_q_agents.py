@@ -4,12 +4,14 @@ the rebuilding of a trained network from a checkpoint, and (all but DRQN, whose 
 recurrent state are its own) the agent around the algorithm: acting, storing, the gradient step and
 target copies, statistics and checkpoint state (`ReplayQAgent`). The algorithms themselves (each
 loss, Rainbow's noisy acting) stay in each `<agent>/agent.py`; each `<agent>/train.py` declares the
-agent's own flags and calls these functions in `build_agents`.
+agent's own flags and calls these functions in `build_agents` (the five epsilon-greedy agents with
+plain feed-forward acting through `build_epsilon_greedy_agents`).
 
     config:   RunConfig -> ReplayQConfig -> EpsilonGreedyConfig -> DqnConfig, QrDqnConfig, ...
                                         -> RainbowConfig (noisy layers explore: no epsilon)
     build:    build_network(config, ...) -> learner_arguments + transition_storage / sequence_storage
               + epsilon_schedule / importance_sampling_schedule -> agent.<Agent>(...)
+              (build_epsilon_greedy_agents: all of it, plus the evaluation actor)
     evaluate: trained_config(checkpoint) -> load_network -> a greedy actor
     agent:    ReplayQAgent -> dqn.agent.Dqn, ..., rainbow.agent.Rainbow (each writes its `_learn`)
 """
@@ -28,7 +30,7 @@ from deep_rl_zoo import optimization, run_support
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo.config import RunConfig, field
 from deep_rl_zoo.errors import require
-from deep_rl_zoo.greedy_actors import epsilon_greedy_actions
+from deep_rl_zoo.greedy_actors import EpsilonGreedyActor, epsilon_greedy_actions
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.sequence_replay import SequenceReplay
 from deep_rl_zoo.types_ import TimeStep
@@ -205,6 +207,45 @@ def importance_sampling_schedule(config: ReplayQConfig) -> LinearSchedule:
         begin_t=config.min_replay_size,
         decay_steps=config.importance_sampling_exponent_decay_steps,
     )
+
+
+def build_epsilon_greedy_agents(
+    config: EpsilonGreedyConfig,
+    env: gym.Env,
+    device: torch.device,
+    agent_class: type["ReplayQAgent"],
+    build_network: Callable[[Any, tuple[int, ...], int], nn.Module],
+    prioritized: bool = False,
+    **agent_arguments: Any,
+) -> run_support.Agents:
+    """The learning agent of an epsilon-greedy Q agent (DQN, Double DQN, Prioritized DQN, C51, QR-DQN)
+    and an evaluation actor sharing its online network.
+
+    `agent_arguments` are the agent's own constructor arguments (a PER agent's beta schedule, QR-DQN's
+    quantiles); the shared ones come from the config. One generator seeded with `config.seed` seeds the
+    replay's generator, then the evaluation actor's, and the agent keeps it for its epsilon draws.
+    """
+    observation_shape = env.observation_space.shape
+    num_actions = int(env.action_space.n)
+    network = build_network(config, observation_shape, num_actions).to(device)
+    rng = np.random.default_rng(config.seed)
+    train_agent = agent_class(
+        **learner_arguments(config, network, device),
+        **transition_storage(config, observation_shape, rng, prioritized=prioritized),
+        exploration_epsilon=epsilon_schedule(config),
+        num_actions=num_actions,
+        rng=rng,
+        **agent_arguments,
+    )
+    eval_agent = EpsilonGreedyActor(
+        network,
+        num_actions,
+        config.eval_exploration_epsilon,
+        np.random.default_rng(rng.integers(2**63)),
+        device,
+        agent_class.agent_name,
+    )
+    return run_support.Agents(train_agent, eval_agent)
 
 
 # --- Rebuilding a trained network

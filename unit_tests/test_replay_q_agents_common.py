@@ -9,12 +9,15 @@ import importlib
 import os
 from types import SimpleNamespace
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
 from deep_rl_zoo import checkpoint, replay_q_agents, run_support
 from deep_rl_zoo.config import QEvalConfig
 from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.types_ import TimeStep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,3 +321,36 @@ def test_agent_specific_bad_input_is_rejected_before_any_work(tmp_path, key, ove
     with pytest.raises(ConfigError, match=message):
         train.main(tiny_classic_config(package, tmp_path, **overrides))
     assert not os.path.exists(tmp_path / "checkpoints") and not os.path.exists(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("key", ["dqn", "double_dqn", "prioritized_dqn", "c51_dqn", "qr_dqn"])
+def test_evaluation_plays_the_network_the_learner_holds(key, tmp_path):
+    """The agents built by `replay_q_agents.build_epsilon_greedy_agents`: the evaluation actor plays the
+    learner's own online network (so a network restored by --resume is what gets evaluated), greedily
+    at --eval_exploration_epsilon=0, and reports the configured evaluation epsilon."""
+    train = importlib.import_module(f"deep_rl_zoo.{key}.train")
+    package = SimpleNamespace(config_cls=getattr(train, AGENTS[key].config_class), agent=AGENTS[key])
+    config = tiny_classic_config(package, tmp_path, eval_exploration_epsilon=0.0)
+    env = gym.make("CartPole-v1")
+    agents = train.build_agents(config, env, torch.device("cpu"))
+    observations = np.random.default_rng(0).normal(scale=2.0, size=(256, 4)).astype(np.float32)
+
+    def greedy(state_dict):
+        network = train.build_network(config, (4,), 2)
+        network.load_state_dict(state_dict)
+        with torch.no_grad():
+            return network(torch.as_tensor(observations)).q_values.argmax(dim=1).numpy()
+
+    other = train.build_agents(dataclasses.replace(config, seed=config.seed + 1), env, torch.device("cpu"))
+    state = agents.train_agent.state_dict()
+    before = greedy(state["network"])
+    state["network"] = other.train_agent.state_dict()["network"]
+    agents.train_agent.load_state_dict(state)
+    after = greedy(state["network"])
+    assert (before != after).any()  # the two networks disagree somewhere, so the check can fail
+
+    timesteps = [TimeStep(o, 0.0, False, False, True, {}) for o in observations]
+    np.testing.assert_array_equal(agents.eval_agent.step_batch(timesteps), after)
+    assert agents.eval_agent.statistics["epsilon"] == 0.0
+    config = dataclasses.replace(config, eval_exploration_epsilon=0.25)
+    assert train.build_agents(config, env, torch.device("cpu")).eval_agent.statistics["epsilon"] == 0.25

@@ -412,6 +412,20 @@ MUTANTS = [
     ),
     *_epsilon("q_replay", Q_REPLAY),
     Mutant(
+        "q_replay/evaluation-plays-a-copy",
+        Q_REPLAY,
+        "    eval_agent = EpsilonGreedyActor(\n        network,",
+        "    eval_agent = EpsilonGreedyActor(\n        copy.deepcopy(network),",
+        "evaluation plays a frozen copy of the initial network, not the one the learner trains or resumes",
+    ),
+    Mutant(
+        "q_replay/evaluation-epsilon-ignored",
+        Q_REPLAY,
+        "        config.eval_exploration_epsilon,\n",
+        "        config.exploration_epsilon_end_value,\n",
+        "--eval_exploration_epsilon is ignored: evaluation explores with the training epsilon",
+    ),
+    Mutant(
         "q_replay/truncation-as-termination",
         REPLAY,
         "step_discount = 0.0 if timestep.terminated else self._discount",

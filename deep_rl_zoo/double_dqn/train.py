@@ -3,14 +3,12 @@
 import dataclasses
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.config import field
 from deep_rl_zoo.double_dqn import agent
 from deep_rl_zoo.dqn.train import build_network
-from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,26 +33,7 @@ class DoubleDqnConfig(replay_q_agents.EpsilonGreedyConfig):
 
 def build_agents(config: DoubleDqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
-    observation_shape = env.observation_space.shape
-    num_actions = int(env.action_space.n)
-    network = build_network(config, observation_shape, num_actions).to(device)
-    rng = np.random.default_rng(config.seed)
-    train_agent = agent.DoubleDqn(
-        **replay_q_agents.learner_arguments(config, network, device),
-        **replay_q_agents.transition_storage(config, observation_shape, rng),
-        exploration_epsilon=replay_q_agents.epsilon_schedule(config),
-        num_actions=num_actions,
-        rng=rng,
-    )
-    eval_agent = EpsilonGreedyActor(
-        network,
-        num_actions,
-        config.eval_exploration_epsilon,
-        np.random.default_rng(rng.integers(2**63)),
-        device,
-        agent.DoubleDqn.agent_name,
-    )
-    return run_support.Agents(train_agent, eval_agent)
+    return replay_q_agents.build_epsilon_greedy_agents(config, env, device, agent.DoubleDqn, build_network)
 
 
 def main(config: DoubleDqnConfig):

@@ -3,12 +3,10 @@
 import dataclasses
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.dqn import agent
-from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 from deep_rl_zoo.networks.value import build_q_network
 
 
@@ -36,26 +34,7 @@ def build_network(config: DqnConfig, observation_shape: tuple[int, ...], num_act
 
 def build_agents(config: DqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
-    observation_shape = env.observation_space.shape
-    num_actions = int(env.action_space.n)
-    network = build_network(config, observation_shape, num_actions).to(device)
-    rng = np.random.default_rng(config.seed)
-    train_agent = agent.Dqn(
-        **replay_q_agents.learner_arguments(config, network, device),
-        **replay_q_agents.transition_storage(config, observation_shape, rng),
-        exploration_epsilon=replay_q_agents.epsilon_schedule(config),
-        num_actions=num_actions,
-        rng=rng,
-    )
-    eval_agent = EpsilonGreedyActor(
-        network,
-        num_actions,
-        config.eval_exploration_epsilon,
-        np.random.default_rng(rng.integers(2**63)),
-        device,
-        agent.Dqn.agent_name,
-    )
-    return run_support.Agents(train_agent, eval_agent)
+    return replay_q_agents.build_epsilon_greedy_agents(config, env, device, agent.Dqn, build_network)
 
 
 def main(config: DqnConfig):

@@ -3,13 +3,11 @@
 import dataclasses
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.config import field
 from deep_rl_zoo.dqn.train import build_network
-from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 from deep_rl_zoo.prioritized_dqn import agent
 
 
@@ -45,28 +43,16 @@ class PrioritizedDqnConfig(replay_q_agents.EpsilonGreedyConfig):
 
 def build_agents(config: PrioritizedDqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
-    observation_shape = env.observation_space.shape
-    num_actions = int(env.action_space.n)
-    network = build_network(config, observation_shape, num_actions).to(device)
-    rng = np.random.default_rng(config.seed)
-    train_agent = agent.PrioritizedDqn(
-        **replay_q_agents.learner_arguments(config, network, device),
-        **replay_q_agents.transition_storage(config, observation_shape, rng, prioritized=True),
-        exploration_epsilon=replay_q_agents.epsilon_schedule(config),
+    return replay_q_agents.build_epsilon_greedy_agents(
+        config,
+        env,
+        device,
+        agent.PrioritizedDqn,
+        build_network,
+        prioritized=True,
         importance_sampling_exponent=replay_q_agents.importance_sampling_schedule(config),
         priority_epsilon=config.priority_epsilon,
-        num_actions=num_actions,
-        rng=rng,
     )
-    eval_agent = EpsilonGreedyActor(
-        network,
-        num_actions,
-        config.eval_exploration_epsilon,
-        np.random.default_rng(rng.integers(2**63)),
-        device,
-        agent.PrioritizedDqn.agent_name,
-    )
-    return run_support.Agents(train_agent, eval_agent)
 
 
 def main(config: PrioritizedDqnConfig):

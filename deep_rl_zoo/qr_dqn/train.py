@@ -3,13 +3,11 @@
 import dataclasses
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from deep_rl_zoo import replay_q_agents, run_support
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
-from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 from deep_rl_zoo.networks.value import QrQNetwork
 from deep_rl_zoo.qr_dqn import agent
 
@@ -44,28 +42,15 @@ def build_network(config: QrDqnConfig, observation_shape: tuple[int, ...], num_a
 
 def build_agents(config: QrDqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
-    observation_shape = env.observation_space.shape
-    num_actions = int(env.action_space.n)
-    network = build_network(config, observation_shape, num_actions).to(device)
-    rng = np.random.default_rng(config.seed)
-    train_agent = agent.QrDqn(
-        **replay_q_agents.learner_arguments(config, network, device),
-        **replay_q_agents.transition_storage(config, observation_shape, rng),
-        exploration_epsilon=replay_q_agents.epsilon_schedule(config),
-        num_actions=num_actions,
+    return replay_q_agents.build_epsilon_greedy_agents(
+        config,
+        env,
+        device,
+        agent.QrDqn,
+        build_network,
         num_quantiles=config.num_quantiles,
-        rng=rng,
         huber_delta=config.huber_delta or None,
     )
-    eval_agent = EpsilonGreedyActor(
-        network,
-        num_actions,
-        config.eval_exploration_epsilon,
-        np.random.default_rng(rng.integers(2**63)),
-        device,
-        agent.QrDqn.agent_name,
-    )
-    return run_support.Agents(train_agent, eval_agent)
 
 
 def main(config: QrDqnConfig):
