@@ -268,15 +268,7 @@ def run_single_thread_training_iterations(
         done, train_stats.episode_returns, train_stats.episode_lengths = (
             loop_state.take_interrupted_iteration()
         )
-        with tqdm(
-            total=num_train_steps,
-            initial=done,
-            desc=f"iteration {iteration} train",
-            unit="step",
-            disable=not show_progress,
-            leave=False,
-            mininterval=1.0,
-        ) as bar:
+        with phase_progress_bar(iteration, "train", num_train_steps, show_progress, initial=done) as bar:
             run_env_steps(num_train_steps - done, train_loop, train_stats, on_train_step, bar, stop)
         if stop is not None and stop.requested:
             save_and_stop(iteration, done + train_stats.num_steps)
@@ -339,6 +331,20 @@ def save_interrupted_and_stop(
     )
 
 
+def phase_progress_bar(iteration: int, phase: str, total: int, show_progress: bool, initial: int = 0) -> tqdm:
+    """The console bar of one phase ("train" or "eval") of an iteration, in env steps; it disappears
+    when the phase ends (the iteration's summary line replaces it) and redraws at most once a second."""
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=f"iteration {iteration} {phase}",
+        unit="step",
+        disable=not show_progress,
+        leave=False,
+        mininterval=1.0,
+    )
+
+
 def run_evaluation_phase(
     num_eval_steps: int,
     eval_env: gym.Env,
@@ -353,14 +359,7 @@ def run_evaluation_phase(
     phase is then worth nothing); returns the phase's summary."""
     eval_stats.reset()
     eval_loop = run_env_loop(eval_env, eval_agent, seed=seed)
-    with tqdm(
-        total=num_eval_steps,
-        desc=f"iteration {iteration} eval",
-        unit="step",
-        disable=not show_progress,
-        leave=False,
-        mininterval=1.0,
-    ) as bar:
+    with phase_progress_bar(iteration, "eval", num_eval_steps, show_progress) as bar:
         run_env_steps(num_eval_steps, eval_loop, eval_stats, progress=bar, stop=stop)
     eval_loop.close()
     eval_summary = eval_stats.summary()

@@ -16,6 +16,7 @@ from deep_rl_zoo.main_loop import (
     StopRequest,
     WarmUpNotice,
     finish_iteration,
+    phase_progress_bar,
     run_evaluation_phase,
     save_interrupted_and_stop,
 )
@@ -69,15 +70,7 @@ def run_distributed_training_iterations(
         phase_start_steps = loop_state.train_env_steps - done
         speed_start_steps, phase_start_time = loop_state.train_env_steps, time.perf_counter()
         phase_learner_steps, last_step_env_steps = 0, 0
-        with tqdm(
-            total=num_train_steps,
-            initial=done,
-            desc=f"iteration {iteration} train",
-            unit="step",
-            disable=not show_progress,
-            leave=False,
-            mininterval=1.0,
-        ) as bar:
+        with phase_progress_bar(iteration, "train", num_train_steps, show_progress, initial=done) as bar:
             while not training_phase_done(
                 loop_state.train_env_steps - phase_start_steps, num_train_steps, last_step_env_steps
             ):
