@@ -28,7 +28,7 @@ from torch import nn
 
 from deep_rl_zoo import optimization, run_support
 from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo.config import RunConfig, field
+from deep_rl_zoo.config import QEvalConfig, RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor, epsilon_greedy_actions
 from deep_rl_zoo.schedules import LinearSchedule
@@ -279,6 +279,26 @@ def load_network(
     if checkpoint is not None:
         network.load_state_dict(checkpoint["agent"]["network"])
     return network.to(device).eval()
+
+
+def evaluate_epsilon_greedy(
+    config: QEvalConfig,
+    config_class: type[ReplayQConfig],
+    build_network: Callable[[Any, tuple[int, ...], int], nn.Module],
+    agent_name: str,
+) -> list[float]:
+    """`eval_agent`'s main for a Q agent that acts greedily on its network's `q_values` (all but IQN,
+    whose actions average sampled quantile fractions, and DRQN, whose network is recurrent): rebuilds
+    the network the checkpoint was trained with and plays it at --eval_exploration_epsilon."""
+
+    def build_actor(env: gym.Env, device: torch.device, checkpoint: Mapping | None) -> EpsilonGreedyActor:
+        train_config = trained_config(config_class, checkpoint)
+        network = load_network(build_network, train_config, checkpoint, env, device)
+        epsilon = run_support.eval_exploration_epsilon(config)
+        rng = np.random.default_rng(config.seed)
+        return EpsilonGreedyActor(network, int(env.action_space.n), epsilon, rng, device, agent_name)
+
+    return run_support.evaluate(config, agent_name, build_actor)
 
 
 # --- The agent around each algorithm

@@ -354,3 +354,47 @@ def test_evaluation_plays_the_network_the_learner_holds(key, tmp_path):
     assert agents.eval_agent.statistics["epsilon"] == 0.0
     config = dataclasses.replace(config, eval_exploration_epsilon=0.25)
     assert train.build_agents(config, env, torch.device("cpu")).eval_agent.statistics["epsilon"] == 0.25
+
+
+@pytest.mark.parametrize("key", ["dqn", "double_dqn", "prioritized_dqn", "c51_dqn", "qr_dqn", "rainbow"])
+def test_eval_agent_plays_the_checkpoints_weights_at_the_flags_epsilon(key, monkeypatch):
+    """The `eval_agent` scripts built by `replay_q_agents.evaluate_epsilon_greedy`: the actor they hand to
+    `run_support.evaluate` plays the checkpoint's own weights (not a fresh network of the same shape)
+    greedily at --eval_exploration_epsilon=0, under the agent's name."""
+    train = importlib.import_module(f"deep_rl_zoo.{key}.train")
+    eval_script = importlib.import_module(f"deep_rl_zoo.{key}.eval_agent")
+    handed_over = {}
+
+    def evaluate(config, agent_name, build_actor):
+        handed_over.update(agent_name=agent_name, build_actor=build_actor)
+        return []
+
+    monkeypatch.setattr(run_support, "evaluate", evaluate)
+    eval_script.main(QEvalConfig(environment_name="CartPole-v1", eval_exploration_epsilon=0.0))
+    assert handed_over["agent_name"] == AGENTS[key].name
+
+    train_config = getattr(train, AGENTS[key].config_class)(**AGENTS[key].network)
+    torch.manual_seed(11)
+    network = train.build_network(train_config, (4,), 2).eval()
+    saved = {"config": dataclasses.asdict(train_config), "agent": {"network": network.state_dict()}}
+    observations = np.random.default_rng(0).normal(scale=2.0, size=(256, 4)).astype(np.float32)
+    with torch.no_grad():
+        expected = network(torch.as_tensor(observations)).q_values.argmax(dim=1).numpy()
+    timesteps = [TimeStep(o, 0.0, False, False, True, {}) for o in observations]
+    env = gym.make("CartPole-v1")
+
+    actor = handed_over["build_actor"](env, torch.device("cpu"), saved)
+    np.testing.assert_array_equal(actor.step_batch(timesteps), expected)
+    assert actor.statistics["epsilon"] == 0.0
+    # A network of the same shape with other weights acts otherwise: the check above can fail.
+    other = handed_over["build_actor"](
+        env,
+        torch.device("cpu"),
+        {
+            **saved,
+            "agent": {
+                "network": {name: torch.randn_like(value) for name, value in network.state_dict().items()}
+            },
+        },
+    )
+    assert (other.step_batch(timesteps) != expected).any()

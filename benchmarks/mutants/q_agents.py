@@ -419,6 +419,13 @@ MUTANTS = [
         "evaluation plays a frozen copy of the initial network, not the one the learner trains or resumes",
     ),
     Mutant(
+        "q_replay/eval-agent-plays-untrained-weights",
+        Q_REPLAY,
+        "network = load_network(build_network, train_config, checkpoint, env, device)",
+        "network = load_network(build_network, train_config, None, env, device)",
+        "eval_agent rebuilds the checkpoint's network shape but plays fresh weights",
+    ),
+    Mutant(
         "q_replay/evaluation-epsilon-ignored",
         Q_REPLAY,
         "        config.eval_exploration_epsilon,\n",

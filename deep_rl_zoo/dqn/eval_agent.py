@@ -2,24 +2,14 @@
 `python -m deep_rl_zoo.dqn.eval_agent --environment_name=Pong --load_checkpoint_file=./checkpoints/DQN_Pong_0.ckpt`.
 """
 
-import numpy as np
-
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import replay_q_agents
 from deep_rl_zoo.config import QEvalConfig, run_script
 from deep_rl_zoo.dqn.agent import Dqn
 from deep_rl_zoo.dqn.train import DqnConfig, build_network
-from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 
 
 def main(config: QEvalConfig) -> list[float]:
-    def build_actor(env, device, checkpoint):
-        train_config = replay_q_agents.trained_config(DqnConfig, checkpoint)
-        network = replay_q_agents.load_network(build_network, train_config, checkpoint, env, device)
-        epsilon = run_support.eval_exploration_epsilon(config)
-        rng = np.random.default_rng(config.seed)
-        return EpsilonGreedyActor(network, int(env.action_space.n), epsilon, rng, device, Dqn.agent_name)
-
-    return run_support.evaluate(config, Dqn.agent_name, build_actor)
+    return replay_q_agents.evaluate_epsilon_greedy(config, DqnConfig, build_network, Dqn.agent_name)
 
 
 if __name__ == "__main__":
