@@ -323,6 +323,17 @@ def test_agent_specific_bad_input_is_rejected_before_any_work(tmp_path, key, ove
     assert not os.path.exists(tmp_path / "checkpoints") and not os.path.exists(tmp_path / "runs")
 
 
+# 256 CartPole-shaped states, each as the first timestep of an episode, for comparing actions.
+STATES = np.random.default_rng(0).normal(scale=2.0, size=(256, 4)).astype(np.float32)
+STATE_TIMESTEPS = [TimeStep(o, 0.0, False, False, True, {}) for o in STATES]
+
+
+def arg_max_actions(network) -> np.ndarray:
+    """The actions [256] of `network`'s largest `q_values` in STATES."""
+    with torch.no_grad():
+        return network(torch.as_tensor(STATES)).q_values.argmax(dim=1).numpy()
+
+
 @pytest.mark.parametrize("key", ["dqn", "double_dqn", "prioritized_dqn", "c51_dqn", "qr_dqn"])
 def test_evaluation_plays_the_network_the_learner_holds(key, tmp_path):
     """The agents built by `replay_q_agents.build_epsilon_greedy_agents`: the evaluation actor plays the
@@ -332,14 +343,15 @@ def test_evaluation_plays_the_network_the_learner_holds(key, tmp_path):
     package = SimpleNamespace(config_cls=getattr(train, AGENTS[key].config_class), agent=AGENTS[key])
     config = tiny_classic_config(package, tmp_path, eval_exploration_epsilon=0.0)
     env = gym.make("CartPole-v1")
+    # Fixed initial weights: drawn from torch's global generator, which the xdist worker leaves in any
+    # state, two random networks act the same in all 256 states about once in a hundred draws.
+    torch.manual_seed(11)
     agents = train.build_agents(config, env, torch.device("cpu"))
-    observations = np.random.default_rng(0).normal(scale=2.0, size=(256, 4)).astype(np.float32)
 
     def greedy(state_dict):
         network = train.build_network(config, (4,), 2)
         network.load_state_dict(state_dict)
-        with torch.no_grad():
-            return network(torch.as_tensor(observations)).q_values.argmax(dim=1).numpy()
+        return arg_max_actions(network)
 
     other = train.build_agents(dataclasses.replace(config, seed=config.seed + 1), env, torch.device("cpu"))
     state = agents.train_agent.state_dict()
@@ -349,8 +361,7 @@ def test_evaluation_plays_the_network_the_learner_holds(key, tmp_path):
     after = greedy(state["network"])
     assert (before != after).any()  # the two networks disagree somewhere, so the check can fail
 
-    timesteps = [TimeStep(o, 0.0, False, False, True, {}) for o in observations]
-    np.testing.assert_array_equal(agents.eval_agent.step_batch(timesteps), after)
+    np.testing.assert_array_equal(agents.eval_agent.step_batch(STATE_TIMESTEPS), after)
     assert agents.eval_agent.statistics["epsilon"] == 0.0
     config = dataclasses.replace(config, eval_exploration_epsilon=0.25)
     assert train.build_agents(config, env, torch.device("cpu")).eval_agent.statistics["epsilon"] == 0.25
@@ -377,14 +388,11 @@ def test_eval_agent_plays_the_checkpoints_weights_at_the_flags_epsilon(key, monk
     torch.manual_seed(11)
     network = train.build_network(train_config, (4,), 2).eval()
     saved = {"config": dataclasses.asdict(train_config), "agent": {"network": network.state_dict()}}
-    observations = np.random.default_rng(0).normal(scale=2.0, size=(256, 4)).astype(np.float32)
-    with torch.no_grad():
-        expected = network(torch.as_tensor(observations)).q_values.argmax(dim=1).numpy()
-    timesteps = [TimeStep(o, 0.0, False, False, True, {}) for o in observations]
+    expected = arg_max_actions(network)
     env = gym.make("CartPole-v1")
 
     actor = handed_over["build_actor"](env, torch.device("cpu"), saved)
-    np.testing.assert_array_equal(actor.step_batch(timesteps), expected)
+    np.testing.assert_array_equal(actor.step_batch(STATE_TIMESTEPS), expected)
     assert actor.statistics["epsilon"] == 0.0
     # A network of the same shape with other weights acts otherwise: the check above can fail.
     other = handed_over["build_actor"](
@@ -397,4 +405,4 @@ def test_eval_agent_plays_the_checkpoints_weights_at_the_flags_epsilon(key, monk
             },
         },
     )
-    assert (other.step_batch(timesteps) != expected).any()
+    assert (other.step_batch(STATE_TIMESTEPS) != expected).any()
