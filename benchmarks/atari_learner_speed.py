@@ -13,12 +13,12 @@ pixels or the weights):
    The ways: `plain` (`fc(convs(x.float() / 255))`, NCHW, out-of-place ReLUs: the torso before this
    benchmark), each of the three changes alone (`+channels_last`: frames converted to NHWC while still
    uint8; `+fold_scale`: 1/255 folded into the first convolution's weights; `+inplace_relu`), all three
-   (`zoo`: what `NatureCnnTorso` does now), and `zoo+bf16` (the same under `torch.autocast("cpu",
-   torch.bfloat16)`, only meaningful on CPUs with avx512_bf16 or AMX: the script prints which).
+   (`zoo`: what `NatureCnnTorso` does now), and `zoo+bf16` (the same in bfloat16 autocast, as
+   `--bfloat16` runs it; only faster on CPUs with avx512_bf16 or AMX: the script prints which).
 2. `--part=learners`: the real learners, as `run_atari` builds them with its defaults: `ppo.agent.Ppo.learn`
    on one batch of 8 unrolls of 128 steps (4 epochs x 4 minibatches of 256 + the no-grad forward), and
    `dqn.agent.Dqn`'s gradient step (replay sample of 32, frame-store gather, online + target network),
-   with each of `--num_threads` torch thread counts in turn.
+   with each of `--num_threads` torch thread counts in turn, in float32 and with `--bfloat16`'s torso.
 
 Times are per call, the minimum over `--rounds` rounds in which the contenders take turns (a shared
 machine's load then hits all alike); with one thread the process CPU time is shown too, which load
@@ -54,9 +54,14 @@ SHAPE = (4, 84, 84)
 NUM_ACTIONS = 6  # Pong
 
 
-def cpu_has_bf16() -> bool:
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
+@contextlib.contextmanager
+def bfloat16_torsos(enabled: bool):
+    """`--bfloat16`'s process-wide torso setting, on for the block when `enabled`."""
+    common.set_torso_bfloat16(enabled)
+    try:
+        yield
+    finally:
+        common.set_torso_bfloat16(False)
 
 
 class TorsoWay(torch.nn.Module):
@@ -136,7 +141,7 @@ def time_torso(rounds: int, timer: Timer) -> None:
     actions = torch.randint(0, NUM_ACTIONS, (256,))
     optimizer = torch.optim.Adam(network.parameters(), lr=2.5e-4, eps=1e-5, fused=True)
 
-    def heads(way: TorsoWay, x: torch.Tensor) -> policy.ActorCriticOutput:
+    def heads(way: torch.nn.Module, x: torch.Tensor) -> policy.ActorCriticOutput:
         features = way(x)
         return policy.ActorCriticOutput(
             network.policy_head(features).float(), network.value_head(features).squeeze(-1).float()
@@ -178,14 +183,10 @@ def time_torso(rounds: int, timer: Timer) -> None:
 
     for _ in range(rounds):
         for name, flags in ways.items():
-            way = TorsoWay(network.torso, *flags)
-            context = (
-                torch.autocast("cpu", dtype=torch.bfloat16)
-                if name in autocast_ways
-                else contextlib.nullcontext()
-            )
+            # `zoo` and `zoo+bf16` time the torso module itself, as the learners run it.
+            way = network.torso if name.startswith("zoo") else TorsoWay(network.torso, *flags)
             for task, (fn, calls) in tasks(way).items():
-                with context:
+                with bfloat16_torsos(name in autocast_ways):
                     timer.time((task, name), fn, calls)
 
 
@@ -223,9 +224,11 @@ def time_learners(rounds: int, thread_counts: list[int], timer: Timer) -> None:
     for _ in range(rounds):
         for threads in thread_counts:
             torch.set_num_threads(threads)
-            way = f"{threads} thread(s)"
-            timer.time(("ppo learn (one update: 8 x 128 env steps)", way), lambda: ppo.learn(batch))
-            timer.time(("dqn gradient step (batch 32)", way), dqn._learn, calls=10)
+            for bfloat16 in (False, True):
+                way = f"{threads} thread(s)" + (" bf16" if bfloat16 else "")
+                with bfloat16_torsos(bfloat16):
+                    timer.time(("ppo learn (one update: 8 x 128 env steps)", way), lambda: ppo.learn(batch))
+                    timer.time(("dqn gradient step (batch 32)", way), dqn._learn, calls=10)
 
 
 def main() -> int:
@@ -252,7 +255,7 @@ def main() -> int:
         load = f.read().split()[:3]
     print(
         f"{args.num_threads} torch thread(s), {args.rounds} rounds, load average {' '.join(load)}, "
-        f"CPU bfloat16 support (avx512_bf16/amx): {'yes' if cpu_has_bf16() else 'no'}"
+        f"CPU bfloat16 support (avx512_bf16/amx): {'yes' if common.native_bfloat16(torch.device('cpu')) else 'no'}"
     )
     timer = Timer()
     if "torso" in parts:

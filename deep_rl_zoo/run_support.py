@@ -20,6 +20,7 @@ import torch
 from deep_rl_zoo import checkpoint, gym_env, main_loop, trackers, vector_env
 from deep_rl_zoo.config import EvalConfig, QEvalConfig, RunConfig, field
 from deep_rl_zoo.errors import CheckpointError, ConfigError, require
+from deep_rl_zoo.networks import common
 from deep_rl_zoo.runtime.interface import ActorRuntime, DistributedLearner, LearnerLink
 from deep_rl_zoo.runtime.local import LocalActorRuntime
 from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
@@ -55,6 +56,15 @@ def seed_everything(seed: int, num_threads: int) -> None:
     np.random.seed(seed % 2**32)  # noqa: NPY002 - third-party code may still use the global RNG
     torch.manual_seed(seed)
     torch.set_num_threads(num_threads)
+
+
+def set_learner_precision(config: Any, device: torch.device) -> None:
+    """`--bfloat16` for this (the learner's) process: Nature-CNN torsos compute in bfloat16 autocast.
+    Where the device has no native bfloat16 the run still does as asked, with a one-line warning: it
+    is then slower, not faster (benchmarks/README.md)."""
+    common.set_torso_bfloat16(config.bfloat16)
+    if config.bfloat16 and not common.native_bfloat16(device):
+        print(f"warning: --bfloat16 on {device.type}, which has no native bfloat16: expect it to be slower")
 
 
 def is_atari_config(config: Any) -> bool:
@@ -232,6 +242,7 @@ def train(
     environment_id = gym_env.resolve_environment_name(config.environment_name)
     device = resolve_device(config.device)
     seed_everything(config.seed, config.num_threads)
+    set_learner_precision(config, device)
 
     resume = load_resume_checkpoint(config, agent_name, environment_id)
 
@@ -745,6 +756,7 @@ def train_distributed(
     if config.backend == "ray":
         import_ray()  # a one-line error before any work if the extra is not installed
     seed_everything(config.seed, config.num_threads)
+    set_learner_precision(config, device)
 
     resume = load_resume_checkpoint(config, agent_name, environment_id)
     warn_if_more_actors_than_cores(config.num_actors)

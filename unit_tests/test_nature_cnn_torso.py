@@ -1,9 +1,13 @@
 """The Nature CNN torso's fast path (channels_last, 1/255 folded into the first convolution, in-place
 ReLUs) computes exactly `fc(convs(x / 255))` and keeps the parameters' names and layout."""
 
+import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from deep_rl_zoo import run_support
+from deep_rl_zoo.config import RunConfig
 from deep_rl_zoo.networks import common
 
 torch.set_num_threads(1)
@@ -65,3 +69,80 @@ def test_parameters_keep_their_names_and_layout():
     torso(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).sum().backward()
     assert all(p.grad.is_contiguous() for p in torso.parameters())
     assert isinstance(torso.convs[1], nn.ReLU) and torso.convs[1].inplace
+
+
+@pytest.fixture
+def bfloat16_torsos():
+    """Turns `--bfloat16`'s process-wide setting on for one test and always back off."""
+    common.set_torso_bfloat16(True)
+    yield
+    common.set_torso_bfloat16(False)
+
+
+def _bfloat16_reference(torso: common.NatureCnnTorso, frames: torch.Tensor) -> torch.Tensor:
+    """What mixed precision must compute: every layer's inputs, weights and outputs rounded to
+    bfloat16 (the 1/255 folded into conv1's weights before rounding), features back to float32."""
+    x = frames.contiguous(memory_format=torch.channels_last).to(torch.bfloat16)
+    weights = [torso.convs[0].weight * (1.0 / 255.0), torso.convs[2].weight, torso.convs[4].weight]
+    for layer, weight in zip((torso.convs[0], torso.convs[2], torso.convs[4]), weights, strict=True):
+        x = torch.relu(F.conv2d(x, weight.bfloat16(), layer.bias.bfloat16(), layer.stride))
+    fc = torso.fc[0]
+    return torch.relu(F.linear(x.flatten(1), fc.weight.bfloat16(), fc.bias.bfloat16())).float()
+
+
+def test_bfloat16_torso_computes_each_layer_in_bfloat16_and_hands_float32_on(bfloat16_torsos):
+    torch.manual_seed(0)
+    torso = common.orthogonal_init_(common.NatureCnnTorso((4, 84, 84)), 2**0.5)
+    frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    features = torso(frames)
+    assert features.dtype == torch.float32  # heads, losses and log-probabilities stay float32
+    common.set_torso_bfloat16(False)
+    exact = torso(frames)
+    error = (features - exact).abs().max() / exact.abs().max()
+    assert 1e-4 < error < 3e-2  # really bfloat16 (8-bit mantissa: ~0.4% per rounding), and no worse
+    # It is the layer-by-layer bfloat16 computation (bit for bit here; a CPU without native bfloat16
+    # runs other kernels, whose accumulation order may flip a last bit), far closer than float32 is.
+    off_reference = (features - _bfloat16_reference(torso, frames)).abs().mean()
+    assert off_reference < 0.1 * (features - exact).abs().mean()
+
+
+def test_bfloat16_torso_keeps_float32_weights_and_gradients_close_to_exact(bfloat16_torsos):
+    torch.manual_seed(1)
+    torso = common.orthogonal_init_(common.NatureCnnTorso((4, 84, 84)), 2**0.5)
+    frames = torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8)
+    mixed_grads = torch.autograd.grad(torso(frames).square().sum(), list(torso.parameters()))
+    common.set_torso_bfloat16(False)
+    exact_grads = torch.autograd.grad(torso(frames).square().sum(), list(torso.parameters()))
+    assert all(p.dtype == torch.float32 for p in torso.parameters())  # the optimiser's master weights
+    for mixed, exact in zip(mixed_grads, exact_grads, strict=True):
+        assert mixed.dtype == torch.float32
+        cosine = F.cosine_similarity(mixed.flatten(), exact.flatten(), dim=0)
+        assert cosine > 0.99, cosine  # each gradient points where the exact one does
+
+
+def test_off_by_default_and_bit_identical_to_float32_when_turned_off():
+    torch.manual_seed(2)
+    torso = common.NatureCnnTorso((4, 84, 84))
+    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    before = torso(frames)
+    common.set_torso_bfloat16(True)
+    common.set_torso_bfloat16(False)
+    assert torch.equal(torso(frames), before)
+    torch.testing.assert_close(before, _reference(torso, frames), rtol=1e-5, atol=1e-5)
+
+
+def test_bfloat16_flag_sets_this_process_torsos_and_warns_where_it_would_be_slower(monkeypatch, capsys):
+    torch.manual_seed(3)
+    torso = common.NatureCnnTorso((4, 84, 84))
+    frames = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    exact = torso(frames)
+    monkeypatch.setattr(common, "native_bfloat16", lambda device: False)
+    try:
+        run_support.set_learner_precision(RunConfig(bfloat16=True), torch.device("cpu"))
+        assert not torch.equal(torso(frames), exact)
+        assert "no native bfloat16: expect it to be slower" in capsys.readouterr().out
+        run_support.set_learner_precision(RunConfig(), torch.device("cpu"))  # a run without the flag
+        assert torch.equal(torso(frames), exact)
+        assert capsys.readouterr().out == ""
+    finally:
+        common.set_torso_bfloat16(False)

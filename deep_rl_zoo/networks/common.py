@@ -17,6 +17,33 @@ def mlp(input_size: int, hidden_sizes: Sequence[int], activation: type[nn.Module
     return nn.Sequential(*layers)
 
 
+# The dtype `NatureCnnTorso` computes in under autocast, or None for float32 (the default). One
+# setting per process, like torch's thread count: a training run sets it in its learner's process
+# (`--bfloat16`), so actor processes keep float32, and evaluation scripts never set it.
+_torso_autocast_dtype: torch.dtype | None = None
+
+
+def set_torso_bfloat16(enabled: bool) -> None:
+    """Makes every `NatureCnnTorso` of this process compute in bfloat16 (mixed precision) or float32.
+
+    Under bfloat16 the convolutions and the 512-unit layer run in autocast; their weights, gradients
+    and optimiser state stay float32, and the features leave the torso as float32, so heads, losses,
+    log-probabilities and ratios keep full precision. Fast only where the hardware multiplies bfloat16
+    natively (CPUs with avx512_bf16 or AMX, recent GPUs); elsewhere autocast only adds conversions.
+    """
+    global _torso_autocast_dtype
+    _torso_autocast_dtype = torch.bfloat16 if enabled else None
+
+
+def native_bfloat16(device: torch.device) -> bool:
+    """Whether `device` multiplies bfloat16 natively (what `--bfloat16` needs to be faster, not slower)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    # torch's own CPU feature probes (the ones its oneDNN kernels dispatch on); private, hence getattr.
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
 class NatureCnnTorso(nn.Module):
     """The convolutional torso of Nature DQN (Mnih et al. 2015), 512 features out.
 
@@ -51,7 +78,11 @@ class NatureCnnTorso(nn.Module):
         self.output_size = 512
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.conv_features(x))
+        if _torso_autocast_dtype is None:
+            return self.fc(self.conv_features(x))
+        with torch.autocast(x.device.type, dtype=_torso_autocast_dtype):
+            features = self.fc(self.conv_features(x))
+        return features.float()
 
     def conv_features(self, x: torch.Tensor) -> torch.Tensor:
         """The flattened output of the convolutions, `convs(x / 255)`, for uint8 (or 0..255) frames."""
