@@ -86,7 +86,8 @@ class NatureCnnTorso(nn.Module):
 
     def conv_features(self, x: torch.Tensor) -> torch.Tensor:
         """The flattened output of the convolutions, `convs(x / 255)`, for uint8 (or 0..255) frames."""
-        x = x.contiguous(memory_format=torch.channels_last).float()
+        # Under --bfloat16 the bytes go straight to bfloat16 (exact for 0..255), skipping a float32 copy.
+        x = x.contiguous(memory_format=torch.channels_last).to(_torso_autocast_dtype or torch.float32)
         first = self.convs[0]
         scaled = F.conv2d(x, first.weight * (1.0 / 255.0), first.bias, first.stride)
         return self.convs[1:](scaled)
