@@ -112,7 +112,7 @@ if [ "$R2D2_STEPS" -gt 0 ]; then
   ( cd "$OUT_DIR" && "$PYTHON" -m deep_rl_zoo.r2d2.run_atari --environment_name=Pong --seed=1 \
       --num_actors="$(nproc)" --actors_on_gpu --num_iterations=8 --num_train_steps=$(( R2D2_STEPS / 8 )) \
       --num_eval_steps=30000 --checkpoint_dir="$OUT_DIR/checkpoints_r2d2" --runs_dir="$OUT_DIR/runs" \
-      --results_csv_path="$csv" --noshow_progress )
+      --results_csv_path="$csv" --noshow_progress $PONG_FLAGS )
   "$PYTHON" - "$csv" <<'PY'
 import csv, sys
 for row in csv.DictReader(open(sys.argv[1])):
@@ -136,7 +136,7 @@ if [ "$NGU_STEPS" -gt 0 ]; then
     ( cd "$OUT_DIR" && "$PYTHON" -m "deep_rl_zoo.$agent.run_atari" --environment_name="$game" \
         --num_actors="$(nproc)" --actors_on_gpu --num_iterations=8 --num_train_steps=$(( NGU_STEPS / 8 )) \
         --num_eval_steps=27000 --checkpoint_dir="$OUT_DIR/checkpoints_$agent" --runs_dir="$OUT_DIR/runs" \
-        --results_csv_path="$csv" --noshow_progress )
+        --results_csv_path="$csv" --noshow_progress $PONG_FLAGS )
     "$PYTHON" -c "import csv,sys; [print(r['train_env_steps'], 'train', r['train_mean_episode_return'], 'eval', r['eval_mean_episode_return']) for r in csv.DictReader(open(sys.argv[1]))]" "$csv"
   done
 fi
@@ -149,7 +149,9 @@ fi
 #    measured); unset or 0 skips it. PONG_ACTORS changes the actor count (each actor one env, so the
 #    batch per update grows with it; --minibatch_size follows to keep 4 minibatches). Prints the greedy
 #    evaluation (mean, spread) and the training env steps/s of every iteration.
+#    PONG_FLAGS adds run_atari flags, e.g. PONG_FLAGS=--bfloat16 (bfloat16 torso on the H200; never measured).
 PONG_STEPS="${PONG_STEPS:-0}"
+PONG_FLAGS="${PONG_FLAGS:-}"
 if [ "$PONG_STEPS" -gt 0 ]; then
   actors="${PONG_ACTORS:-8}"
   echo "== 8. PPO Pong headline, $actors actors, $PONG_STEPS env steps, learner and actors on CUDA"
@@ -159,7 +161,7 @@ if [ "$PONG_STEPS" -gt 0 ]; then
       --num_actors="$actors" --minibatch_size=$(( actors * 128 / 4 )) --device=cuda --actors_on_gpu \
       --num_iterations=5 --num_train_steps=$(( PONG_STEPS / 5 )) --num_eval_steps=10000 \
       --checkpoint_dir="$OUT_DIR/checkpoints_ppo_pong" --runs_dir="$OUT_DIR/runs" \
-      --results_csv_path="$csv" --noshow_progress )
+      --results_csv_path="$csv" --noshow_progress $PONG_FLAGS )
   "$PYTHON" - "$csv" <<'PY'
 import csv, sys
 for row in csv.DictReader(open(sys.argv[1])):

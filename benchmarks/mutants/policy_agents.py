@@ -14,6 +14,7 @@ AC = "deep_rl_zoo/actor_critic/agent.py"
 A2C = "deep_rl_zoo/a2c/agent.py"
 SAC = "deep_rl_zoo/sac/agent.py"
 PPO = "deep_rl_zoo/ppo/agent.py"
+TORSO = "deep_rl_zoo/networks/common.py"
 UNROLLS = "deep_rl_zoo/unrolls.py"
 IMPALA = "deep_rl_zoo/impala/agent.py"
 PPO_RND = "deep_rl_zoo/ppo_rnd/agent.py"
@@ -521,5 +522,26 @@ MUTANTS = [
         "entropy = -(log_pi.exp() * log_pi).sum(-1)",
         "entropy = (log_pi.exp() * log_pi).sum(-1)",
         "the entropy bonus becomes a penalty",
+    ),
+    Mutant(
+        "torso/bfloat16-never-on",
+        TORSO,
+        "_torso_autocast_dtype = torch.bfloat16 if enabled else None",
+        "_torso_autocast_dtype = None",
+        "--bfloat16 silently computes in float32 (the speed-up claimed is not there)",
+    ),
+    Mutant(
+        "torso/bfloat16-features-handed-on",
+        TORSO,
+        "        return features.float()",
+        "        return features",
+        "heads, log-probabilities and PPO's ratios computed from bfloat16 features",
+    ),
+    Mutant(
+        "ppo/minibatch-frames-of-other-transitions",
+        PPO,
+        "self._network, observation.index_select(0, index), action[index]",
+        "self._network, observation.index_select(0, index.sort().values), action[index]",
+        "each minibatch's frames are paired with other transitions' actions and advantages",
     ),
 ]

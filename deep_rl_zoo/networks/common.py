@@ -49,7 +49,7 @@ class NatureCnnTorso(nn.Module):
 
     Takes uint8 frames [B, C, H, W] in 0..255 and scales them to [0, 1] itself, so replay and actors
     move bytes, not floats. Computes exactly `fc(convs(x / 255))`, arranged for speed on a CPU
-    (benchmarks/atari_learner_speed.py, one thread on this machine's AVX2 EPYC: 32% less CPU per PPO
+    (benchmarks/atari_learner_speed.py, one thread on an AVX2 EPYC: 32% less CPU per PPO
     minibatch step of 256, 34% per no-grad forward of 1,032 frames, 8% per DQN step of 32; the
     convolutions are most of a learner's time):
     - the frames go to channels_last (NHWC) while still bytes: oneDNN's convolutions run faster on
@@ -58,6 +58,9 @@ class NatureCnnTorso(nn.Module):
       saves a pass over the whole float input;
     - the ReLUs work in place (a convolution's backward needs its input, not its output).
     The parameters keep their usual layout and names, so checkpoints and shared parameters are as before.
+    With `set_torso_bfloat16(True)` (a run's `--bfloat16`) the same computation runs in bfloat16
+    autocast and hands float32 features on: on an EPYC with avx512_bf16, 0.53-0.59x the float32 time
+    of a learner step (benchmarks/README.md).
     """
 
     def __init__(self, input_shape: Sequence[int]):
