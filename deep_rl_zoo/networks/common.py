@@ -59,7 +59,7 @@ class NatureCnnTorso(nn.Module):
     - the ReLUs work in place (a convolution's backward needs its input, not its output).
     The parameters keep their usual layout and names, so checkpoints and shared parameters are as before.
     With `set_torso_bfloat16(True)` (a run's `--bfloat16`) the same computation runs in bfloat16
-    autocast and hands float32 features on: on an EPYC with avx512_bf16, 0.53-0.59x the float32 time
+    autocast and hands float32 features on: on an EPYC with avx512_bf16, 0.53-0.68x the float32 time
     of a learner step (benchmarks/README.md).
     """
 
