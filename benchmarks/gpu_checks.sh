@@ -112,7 +112,7 @@ if [ "$R2D2_STEPS" -gt 0 ]; then
   ( cd "$OUT_DIR" && "$PYTHON" -m deep_rl_zoo.r2d2.run_atari --environment_name=Pong --seed=1 \
       --num_actors="$(nproc)" --actors_on_gpu --num_iterations=8 --num_train_steps=$(( R2D2_STEPS / 8 )) \
       --num_eval_steps=30000 --checkpoint_dir="$OUT_DIR/checkpoints_r2d2" --runs_dir="$OUT_DIR/runs" \
-      --results_csv_path="$csv" --noshow_progress $PONG_FLAGS )
+      --results_csv_path="$csv" --noshow_progress )
   "$PYTHON" - "$csv" <<'PY'
 import csv, sys
 for row in csv.DictReader(open(sys.argv[1])):
@@ -136,7 +136,7 @@ if [ "$NGU_STEPS" -gt 0 ]; then
     ( cd "$OUT_DIR" && "$PYTHON" -m "deep_rl_zoo.$agent.run_atari" --environment_name="$game" \
         --num_actors="$(nproc)" --actors_on_gpu --num_iterations=8 --num_train_steps=$(( NGU_STEPS / 8 )) \
         --num_eval_steps=27000 --checkpoint_dir="$OUT_DIR/checkpoints_$agent" --runs_dir="$OUT_DIR/runs" \
-        --results_csv_path="$csv" --noshow_progress $PONG_FLAGS )
+        --results_csv_path="$csv" --noshow_progress )
     "$PYTHON" -c "import csv,sys; [print(r['train_env_steps'], 'train', r['train_mean_episode_return'], 'eval', r['eval_mean_episode_return']) for r in csv.DictReader(open(sys.argv[1]))]" "$csv"
   done
 fi
