@@ -28,7 +28,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import sb3_atari  # noqa: E402  (benchmarks/ is not a package)
+import atari_learner_speed  # noqa: E402  (benchmarks/ is not a package)
+import numpy as np  # noqa: E402
+import sb3_atari  # noqa: E402
+import torch  # noqa: E402
 
 REPLAY_CAPACITY = 10_000
 WARM_UP = 1_000
@@ -60,6 +63,20 @@ ZOO_CHILD = sb3_atari.zoo_child(
 )
 
 
+def flops_per_env_step(env_steps: int) -> float:
+    """DQN's arithmetic per env step averaged over a run of `env_steps`, counted on the zoo's agent
+    (`atari_learner_speed --part=bound`): a gradient step every 4 env steps after the warm-up, and a
+    forward wherever epsilon leaves the action to the network (it falls from 1 to 0.1 over the warm-up,
+    then stays)."""
+    dqn, config = atari_learner_speed.build_dqn(np.random.default_rng(0), warm_up=40)
+    gradient_step = atari_learner_speed.counted_flops(dqn._learn)
+    frame = torch.zeros((1, *atari_learner_speed.SHAPE), dtype=torch.uint8)
+    forward = atari_learner_speed.counted_flops(lambda: dqn._network(frame))
+    learning = env_steps - WARM_UP
+    forwards = 0.45 * WARM_UP + 0.9 * learning
+    return (learning / config.learn_interval * gradient_step + forwards * forward) / env_steps
+
+
 def main() -> int:
     args = sb3_atari.parse_args(__doc__.splitlines()[0], default_env_steps=6_000)
     sizes = [str(args.env_steps), str(REPLAY_CAPACITY), str(WARM_UP)]
@@ -78,6 +95,7 @@ def main() -> int:
         run_zoo=lambda seed: sb3_atari.run_zoo(
             ZOO_CHILD, seed, args.env_steps, [*zoo_sizes, *args.zoo_flags.split()]
         ),
+        flops_per_env_step=flops_per_env_step(args.env_steps),
     )
 
 

@@ -19,16 +19,26 @@ pixels or the weights):
    on one batch of 8 unrolls of 128 steps (4 epochs x 4 minibatches of 256 + the no-grad forward), and
    `dqn.agent.Dqn`'s gradient step (replay sample of 32, frame-store gather, online + target network),
    with each of `--num_threads` torch thread counts in turn, in float32 and with `--bfloat16`'s torso.
+3. `--part=bound`: the arithmetic a learner cannot avoid, per env step, against what this CPU can do.
+   torch's own `FlopCounterMode` counts the floating-point operations of the same real learners (a PPO
+   update spread over its 8 x 128 env steps; a DQN gradient step spread over its 4 env steps) and of the
+   acting forwards (PPO: one per env step in batches of 8; DQN: one per step where epsilon does not
+   answer, 90% at its final 0.1); this CPU's rate is the best of a few float32 2048 x 2048 matrix
+   products on all cores (a convolution runs below that rate, never above). Their quotient is an upper
+   bound on env steps/s that no loop, thread layout or environment can beat with these
+   hyper-parameters in float32: if twice a contender's measured rate is above it, a 2x target is out of
+   this machine's reach (issue 14's targets against Stable-Baselines3, which does the same arithmetic).
 
 Times are per call, the minimum over `--rounds` rounds in which the contenders take turns (a shared
 machine's load then hits all alike); with one thread the process CPU time is shown too, which load
 distorts less than wall time.
 
-    python benchmarks/atari_learner_speed.py [--part=torso,learners] [--rounds=3] [--num_threads=1,2]
+    python benchmarks/atari_learner_speed.py [--part=torso,learners,bound] [--rounds=3] [--num_threads=1,2]
 """
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -37,6 +47,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
 try:
     from deep_rl_zoo import types_
@@ -207,20 +218,29 @@ def _random_unroll(index: int, length: int, rng: np.random.Generator) -> unrolls
     )
 
 
-def time_learners(rounds: int, thread_counts: list[int], timer: Timer) -> None:
-    rng = np.random.default_rng(0)
-    env = _FakeAtariEnv()
+def build_ppo(rng: np.random.Generator) -> tuple[object, list[unrolls.Unroll]]:
+    """PPO's learner as `run_atari` builds it, and one batch of random unrolls for it."""
     ppo_config = ppo_train.PpoConfig(**ppo_run_atari.DEFAULTS, seed=1)
-    ppo = ppo_train.build_learner(ppo_config, env, torch.device("cpu")).learner
-    batch = [_random_unroll(i, ppo_config.unroll_length, rng) for i in range(ppo_config.num_actors)]
+    ppo = ppo_train.build_learner(ppo_config, _FakeAtariEnv(), torch.device("cpu")).learner
+    return ppo, [_random_unroll(i, ppo_config.unroll_length, rng) for i in range(ppo_config.num_actors)]
 
-    dqn_defaults = dict(dqn_run_atari.DEFAULTS, replay_capacity=2_000, min_replay_size=1_000)
+
+def build_dqn(rng: np.random.Generator, warm_up: int = 1_000) -> tuple[object, dqn_train.DqnConfig]:
+    """DQN's training agent as `run_atari` builds it, with its replay past a `warm_up` of random
+    frames (filled through the agent's own writer), and its config."""
+    dqn_defaults = dict(dqn_run_atari.DEFAULTS, replay_capacity=2 * warm_up, min_replay_size=warm_up)
     dqn_config = dqn_train.DqnConfig(**dqn_defaults, seed=1)
-    dqn = dqn_train.build_agents(dqn_config, env, torch.device("cpu")).train_agent
+    dqn = dqn_train.build_agents(dqn_config, _FakeAtariEnv(), torch.device("cpu")).train_agent
     stack = rng.integers(0, 256, SHAPE, dtype=np.uint8)
-    for t in range(1_200):  # fills the replay past its warm-up through the agent's own writer
+    for t in range(warm_up + 200):
         stack = np.concatenate([stack[1:], rng.integers(0, 256, (1, *SHAPE[1:]), dtype=np.uint8)])
         dqn._writer.add(types_.TimeStep(stack, 0.0, False, False, t == 0, {}), int(rng.integers(NUM_ACTIONS)))
+    return dqn, dqn_config
+
+
+def time_learners(rounds: int, thread_counts: list[int], timer: Timer) -> None:
+    rng = np.random.default_rng(0)
+    (ppo, batch), (dqn, _) = build_ppo(rng), build_dqn(rng)
     for _ in range(rounds):
         for threads in thread_counts:
             torch.set_num_threads(threads)
@@ -231,9 +251,64 @@ def time_learners(rounds: int, thread_counts: list[int], timer: Timer) -> None:
                     timer.time(("dqn gradient step (batch 32)", way), dqn._learn, calls=10)
 
 
+def counted_flops(fn) -> int:
+    """Floating-point operations of one call of `fn` (forwards and backwards), by torch's counter."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def matmul_rate(rounds: int, size: int = 2048) -> float:
+    """This CPU's float32 FLOP/s: the best of `rounds` x 5 products of two size x size matrices."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)  # warm-up
+    best = float("inf")
+    for _ in range(rounds * 5):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def dqn_flops_per_env_step(dqn, config) -> float:
+    """DQN's floating-point operations per env step: a gradient step every `learn_interval` env steps,
+    and a one-frame forward on the steps epsilon (at its final value) leaves to the network."""
+    frame = torch.zeros((1, *SHAPE), dtype=torch.uint8)
+    network = dqn._network
+    act = counted_flops(lambda: network(frame))
+    return (
+        counted_flops(dqn._learn) / config.learn_interval + (1.0 - config.exploration_epsilon_end_value) * act
+    )
+
+
+def ppo_flops_per_env_step(ppo, batch: list[unrolls.Unroll]) -> float:
+    """PPO's floating-point operations per env step: one update spread over the batch's env steps, and
+    the actors' forward of every step in batches of 8."""
+    env_steps = sum(len(unroll.action) for unroll in batch)
+    frames = torch.zeros((8, *SHAPE), dtype=torch.uint8)
+    network = ppo._network
+    return counted_flops(lambda: ppo.learn(batch)) / env_steps + counted_flops(lambda: network(frames)) / 8
+
+
+def report_bound(rounds: int) -> None:
+    """Prints `--part=bound` (module docstring)."""
+    rng = np.random.default_rng(0)
+    (ppo, batch), (dqn, dqn_config) = build_ppo(rng), build_dqn(rng)
+    per_step = {"ppo": ppo_flops_per_env_step(ppo, batch), "dqn": dqn_flops_per_env_step(dqn, dqn_config)}
+    rate = matmul_rate(rounds)
+    print(
+        f"\nthis CPU: {torch.get_num_threads()} torch thread(s), float32 matrix product "
+        f"{rate / 1e9:.1f} GFLOP/s (best of {rounds * 5}: the ceiling of every convolution)"
+    )
+    print("| learner | MFLOP per env step (torch's FlopCounterMode) | env steps/s at that rate: the bound |")
+    print("|---|---:|---:|")
+    for name, flops in per_step.items():
+        print(f"| {name} | {flops / 1e6:.0f} | {rate / flops:.0f} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", default="torso,learners", help="Comma-separated: torso, learners.")
+    parser.add_argument("--part", default="torso,learners", help="Comma-separated: torso, learners, bound.")
     parser.add_argument("--rounds", type=int, default=3, help="Rounds in which the contenders take turns.")
     parser.add_argument(
         "--num_threads",
@@ -246,9 +321,14 @@ def main() -> int:
         thread_counts = [int(n) for n in args.num_threads.split(",")]
     except ValueError:
         thread_counts = []
-    if not parts <= {"torso", "learners"} or args.rounds < 1 or not thread_counts or min(thread_counts) < 1:
+    if (
+        not parts <= {"torso", "learners", "bound"}
+        or args.rounds < 1
+        or not thread_counts
+        or min(thread_counts) < 1
+    ):
         raise SystemExit(
-            f"bad arguments {vars(args)}: --part takes torso,learners; --rounds, --num_threads >= 1"
+            f"bad arguments {vars(args)}: --part takes torso,learners,bound; --rounds, --num_threads >= 1"
         )
     torch.set_num_threads(thread_counts[0])
     with open("/proc/loadavg") as f:
@@ -263,6 +343,9 @@ def main() -> int:
     if "learners" in parts:
         time_learners(args.rounds, thread_counts, timer)
     timer.report(show_cpu=thread_counts == [1], baseline="plain")
+    if "bound" in parts:
+        torch.set_num_threads(os.cpu_count() or 1)  # the rate of the whole CPU, whatever --num_threads says
+        report_bound(args.rounds)
     return 0
 
 

@@ -27,7 +27,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import sb3_atari  # noqa: E402  (benchmarks/ is not a package)
+import atari_learner_speed  # noqa: E402  (benchmarks/ is not a package)
+import numpy as np  # noqa: E402
+import sb3_atari  # noqa: E402
 
 SB3_CHILD = (
     """
@@ -55,6 +57,13 @@ ZOO_CHILD = sb3_atari.zoo_child(
 )
 
 
+def flops_per_env_step() -> float:
+    """PPO's arithmetic per env step, counted on the zoo's learner (`atari_learner_speed --part=bound`)."""
+    return atari_learner_speed.ppo_flops_per_env_step(
+        *atari_learner_speed.build_ppo(np.random.default_rng(0))
+    )
+
+
 def main() -> int:
     args = sb3_atari.parse_args(__doc__.splitlines()[0], default_env_steps=10_240)
     return sb3_atari.compare(
@@ -63,6 +72,7 @@ def main() -> int:
             python, SB3_CHILD, [str(seed), str(args.env_steps)], args.sb3_threads
         ),
         run_zoo=lambda seed: sb3_atari.run_zoo(ZOO_CHILD, seed, args.env_steps, args.zoo_flags.split()),
+        flops_per_env_step=flops_per_env_step(),
     )
 
 

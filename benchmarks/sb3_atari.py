@@ -11,6 +11,13 @@ Each child prints one JSON line last, with `env_steps`, `seconds` (the training 
 `wall_s` (the whole child) and `profile` (seconds per part, printed as shares of `seconds`). The parent
 adds `cpu_s`: CPU seconds of the child and all its descendants (start-up included), which a loaded
 machine distorts less than wall time.
+
+The speed of these shared machines moves by up to 2x from one quarter of an hour to the next, so before
+each run the parent also times this CPU's float32 matrix product on every core
+(`atari_learner_speed.matmul_rate`). With the arithmetic both sides must do per env step (counted by
+the calling script), that gives the arithmetic bound of the moment: env steps/s that the matrix-product
+rate would allow with free env steps and free Python. A 2x target is out of reach where twice SB3's
+share of that bound is above 1.
 """
 
 import argparse
@@ -185,11 +192,19 @@ def _describe(result: dict) -> str:
 
 
 def compare(
-    args: argparse.Namespace, run_sb3: Callable[[str, int], dict], run_zoo: Callable[[int], dict]
+    args: argparse.Namespace,
+    run_sb3: Callable[[str, int], dict],
+    run_zoo: Callable[[int], dict],
+    flops_per_env_step: float,
 ) -> int:
-    """Alternates SB3 and the zoo for `args.rounds` rounds, prints each run (rate and profile) and the
-    verdict on total env steps / total seconds; returns 1 when the speed-up target is missed."""
+    """Alternates SB3 and the zoo for `args.rounds` rounds, prints each run (rate, profile, the CPU's
+    matrix-product rate just before it) and the verdict on total env steps / total seconds, with each
+    side's share of the arithmetic bound (`flops_per_env_step` at the mean matrix-product rate);
+    returns 1 when the speed-up target is missed."""
+    from atari_learner_speed import matmul_rate  # noqa: PLC0415 (a sibling script, not a package)
+
     folder = None
+    gemm_rates = []
     python = args.sb3_python
     if not python:
         python, folder = make_sb3_venv()
@@ -200,12 +215,14 @@ def compare(
             order = ("sb3", "zoo") if round_index % 2 == 0 else ("zoo", "sb3")
             for name in order:
                 load_before = _load()
+                gemm_rates.append(matmul_rate(rounds=2))
                 result = run_sb3(python, seed) if name == "sb3" else run_zoo(seed)
                 totals[name][0] += result["env_steps"]
                 totals[name][1] += result["seconds"]
                 totals[name][2] += result["cpu_s"]
                 print(
-                    f"round {round_index} {name}: {_describe(result)}; load {load_before} -> {_load()}",
+                    f"round {round_index} {name}: {_describe(result)}; load {load_before} -> {_load()}; "
+                    f"matrix product before it {gemm_rates[-1] / 1e9:.1f} GFLOP/s",
                     flush=True,
                 )
     finally:
@@ -224,5 +241,13 @@ def compare(
     print(
         "CPU seconds per 1,000 env steps (whole processes, start-up included): "
         f"SB3 {1000 * totals['sb3'][2] / totals['sb3'][0]:.1f}, zoo {1000 * totals['zoo'][2] / totals['zoo'][0]:.1f}"
+    )
+    gemm = sum(gemm_rates) / len(gemm_rates)
+    bound = gemm / flops_per_env_step
+    print(
+        f"arithmetic bound: {flops_per_env_step / 1e6:.0f} MFLOP per env step at the mean matrix-product rate "
+        f"{gemm / 1e9:.1f} GFLOP/s (runs' range {min(gemm_rates) / 1e9:.1f}-{max(gemm_rates) / 1e9:.1f}) = "
+        f"{bound:.0f} env steps/s; SB3 at {sb3_rate / bound:.2f} of it, the zoo at {zoo_rate / bound:.2f}, "
+        f"2x SB3 would be {2 * sb3_rate / bound:.2f} of it"
     )
     return 0 if verdict == "PASS" else 1

@@ -118,6 +118,13 @@ MUTANTS = [
         "q_t",
         "--huber_delta is ignored: always the Huber loss of delta 1",
     ),
+    Mutant(
+        "dqn/wasted-online-forward",
+        DQN,
+        "q_t = self._target_network(batch.s_t).q_values",
+        "q_t = self._target_network(batch.s_t).q_values + 0 * self._network(batch.s_t).q_values",
+        "a leftover Double-DQN forward that changes nothing but costs a third more arithmetic per step",
+    ),
     *_batch_sum("dqn", DQN, "self._apply_gradient(output.loss.mean())"),
     # ---------------------------------------------------------------- Double DQN
     Mutant(
