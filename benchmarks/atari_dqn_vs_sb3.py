@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import atari_learner_speed  # noqa: E402  (benchmarks/ is not a package)
 import numpy as np  # noqa: E402
 import sb3_atari  # noqa: E402
-import torch  # noqa: E402
 
 REPLAY_CAPACITY = 10_000
 WARM_UP = 1_000
@@ -69,9 +68,7 @@ def flops_per_env_step(env_steps: int) -> float:
     forward wherever epsilon leaves the action to the network (it falls from 1 to 0.1 over the warm-up,
     then stays)."""
     dqn, config = atari_learner_speed.build_dqn(np.random.default_rng(0), warm_up=40)
-    gradient_step = atari_learner_speed.counted_flops(dqn._learn)
-    frame = torch.zeros((1, *atari_learner_speed.SHAPE), dtype=torch.uint8)
-    forward = atari_learner_speed.counted_flops(lambda: dqn._network(frame))
+    gradient_step, forward = atari_learner_speed.dqn_flops(dqn)
     learning = env_steps - WARM_UP
     forwards = 0.45 * WARM_UP + 0.9 * learning
     return (learning / config.learn_interval * gradient_step + forwards * forward) / env_steps

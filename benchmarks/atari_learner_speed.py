@@ -270,15 +270,18 @@ def matmul_rate(rounds: int, size: int = 2048) -> float:
     return 2 * size**3 / best
 
 
+def dqn_flops(dqn) -> tuple[int, int]:
+    """DQN's floating-point operations: (one gradient step, one one-frame forward to act)."""
+    frame = torch.zeros((1, *SHAPE), dtype=torch.uint8)
+    network = dqn._network
+    return counted_flops(dqn._learn), counted_flops(lambda: network(frame))
+
+
 def dqn_flops_per_env_step(dqn, config) -> float:
     """DQN's floating-point operations per env step: a gradient step every `learn_interval` env steps,
     and a one-frame forward on the steps epsilon (at its final value) leaves to the network."""
-    frame = torch.zeros((1, *SHAPE), dtype=torch.uint8)
-    network = dqn._network
-    act = counted_flops(lambda: network(frame))
-    return (
-        counted_flops(dqn._learn) / config.learn_interval + (1.0 - config.exploration_epsilon_end_value) * act
-    )
+    gradient_step, act = dqn_flops(dqn)
+    return gradient_step / config.learn_interval + (1.0 - config.exploration_epsilon_end_value) * act
 
 
 def ppo_flops_per_env_step(ppo, batch: list[unrolls.Unroll]) -> float:

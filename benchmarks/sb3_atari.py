@@ -32,6 +32,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from atari_learner_speed import matmul_rate  # a sibling script: its caller puts benchmarks/ on sys.path
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TARGET_SPEEDUP = 2.0
 SB3_PACKAGES = ["torch==2.13.0", "stable-baselines3", "gymnasium", "ale-py", "opencv-python-headless"]
@@ -201,8 +203,6 @@ def compare(
     matrix-product rate just before it) and the verdict on total env steps / total seconds, with each
     side's share of the arithmetic bound (`flops_per_env_step` at the mean matrix-product rate);
     returns 1 when the speed-up target is missed."""
-    from atari_learner_speed import matmul_rate  # noqa: PLC0415 (a sibling script, not a package)
-
     folder = None
     gemm_rates = []
     python = args.sb3_python
