@@ -172,3 +172,35 @@ def test_projection_rejects_an_uneven_support():
         value_learning.categorical_projection(
             torch.zeros(1, 3), torch.ones(1, 3) / 3, torch.tensor([0.0, 1.0, 3.0])
         )
+
+
+def _float64_projection(z_p: np.ndarray, probs: np.ndarray, z_q: np.ndarray) -> np.ndarray:
+    """The projection in float64 on the very same support points (the float32 support's values), each
+    atom split by the width of its own interval."""
+    out = np.zeros((z_p.shape[0], z_q.shape[0]))
+    for b in range(z_p.shape[0]):
+        for i in range(z_p.shape[1]):
+            x = min(max(z_p[b, i], z_q[0]), z_q[-1])
+            j = min(int(np.searchsorted(z_q, x, side="right")) - 1, z_q.shape[0] - 2)
+            upper_share = (x - z_q[j]) / (z_q[j + 1] - z_q[j])
+            out[b, j] += probs[b, i] * (1.0 - upper_share)
+            out[b, j + 1] += probs[b, i] * upper_share
+    return out
+
+
+def test_projection_on_the_atari_support_matches_float64():
+    # C51 / Rainbow's Atari support: 51 atoms on [-10, 10]. In float32 its gaps are not all equal
+    # (0.39999962 to 0.40000057), so a projection that divides by the first gap alone puts an atom lying
+    # exactly on support point j a hair away from it and leaks up to 3.4e-5 of its mass into j + 1.
+    z_q = torch.linspace(-10.0, 10.0, 51)
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.softmax(torch.randn(4, 51, generator=generator), dim=1)
+    # Row 0: the support itself (r = 0, discount 1): the projection must be the identity.
+    # Rows 1-3: r + discount * z for typical Atari targets (clipped rewards, discount 0.99 or terminal).
+    r = torch.tensor([0.0, 1.0, -1.0, 1.0]).unsqueeze(1)
+    discount = torch.tensor([1.0, 0.99, 0.99, 0.0]).unsqueeze(1)
+    z_p = r + discount * z_q.unsqueeze(0)
+    out = value_learning.categorical_projection(z_p, probs, z_q)
+    np.testing.assert_array_less(np.abs(out[0].numpy() - probs[0].numpy()), 1e-6)
+    expected = _float64_projection(z_p.double().numpy(), probs.double().numpy(), z_q.double().numpy())
+    np.testing.assert_array_less(np.abs(out.double().numpy() - expected), 1e-6)
