@@ -55,8 +55,8 @@ test-quick: install
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not slow" -x
 
 lint: install
-	$(VENV)/bin/ruff check deep_rl_zoo unit_tests benchmarks
-	$(VENV)/bin/ruff format --check deep_rl_zoo unit_tests benchmarks
+	$(VENV)/bin/ruff check deep_rl_zoo unit_tests benchmarks mutation
+	$(VENV)/bin/ruff format --check deep_rl_zoo unit_tests benchmarks mutation
 
 # After a dependency change: rebuild .venv from scratch, then refresh the pins CI uses.
 constraints: install

@@ -3,7 +3,7 @@
 Tiers (markers declared in pyproject.toml):
 
 - quick (`make test-quick`, i.e. `pytest -m "not slow"`): unit tests in this process, each well under a
-  second; about a minute for all of them on 2 cores. This is the tier `benchmarks/mutation_check.py` runs.
+  second; about a minute for all of them on 2 cores. This is the tier `mutation/check.py` runs.
 - slow (`make test` runs it, with everything else): any test that
   - starts another process: a Python subprocess (a script's CLI, Ctrl-C, kill -9), actor processes of the
     distributed runtime, a Ray cluster; mark it `@pytest.mark.slow`;

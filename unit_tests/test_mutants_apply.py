@@ -1,4 +1,4 @@
-"""The mutation check (`benchmarks/mutation_check.py`) measures how many one-line bugs the quick tests
+"""The mutation check (`mutation/check.py`) measures how many one-line bugs the quick tests
 catch; a mutant whose text no longer occurs in the code measures nothing. This fails as soon as a
 change to an agent moves code out from under a mutant, so the mutant is re-pointed in the same change.
 """
@@ -9,9 +9,9 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "mutation"))
 
-import mutation_check  # noqa: E402
+import check as mutation_check  # noqa: E402
 
 MUTANTS = mutation_check.load_mutants()
 

@@ -1,11 +1,11 @@
-"""One-line bugs in NGU and Agent57, for `benchmarks/mutation_check.py --only=ngu,agent57
+"""One-line bugs in NGU and Agent57, for `mutation/check.py --only=ngu,agent57
 --tests unit_tests/test_ngu.py unit_tests/test_agent57.py`.
 
 Each runs without an error and would still learn something (most of them: explore worse, or learn the
 wrong policy's values), so only a test that knows what the agent must compute catches it.
 """
 
-from mutation_check import Mutant
+from check import Mutant
 
 NGU = "deep_rl_zoo/ngu/agent.py"
 NGU_TRAIN = "deep_rl_zoo/ngu/train.py"

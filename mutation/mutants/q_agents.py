@@ -1,11 +1,11 @@
 """One-line bugs in the eight replay-based Q agents (and the replay path they share), for
-`benchmarks/mutation_check.py --only=dqn,double_dqn,prioritized_dqn,drqn,c51,rainbow,qr_dqn,iqn,q_replay`.
+`mutation/check.py --only=dqn,double_dqn,prioritized_dqn,drqn,c51,rainbow,qr_dqn,iqn,q_replay`.
 
 Each is a slip that runs without an error and still learns something, so only a test that knows what
 the agent must compute catches it (most are caught by unit_tests/test_q_agents_wiring.py).
 """
 
-from mutation_check import Mutant
+from check import Mutant
 
 DQN = "deep_rl_zoo/dqn/agent.py"
 DOUBLE = "deep_rl_zoo/double_dqn/agent.py"

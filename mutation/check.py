@@ -2,17 +2,17 @@
 
 Each mutant is a one-line bug an engineer could plausibly write: swapped network roles, a dropped
 termination mask, a flipped sign, a wrong axis, a skipped update. Mutants live in
-`benchmarks/mutants/*.py`, each module holding `MUTANTS: list[Mutant]`
-(`from mutation_check import Mutant`; this script's folder is on `sys.path`). For every mutant this script
+`mutation/mutants/*.py`, each module holding `MUTANTS: list[Mutant]`
+(`from check import Mutant`; this script's folder is on `sys.path`). For every mutant this script
 copies the repository once into a scratch folder, replaces `old` by `new` in `path` (the text must occur
 exactly once, so a mutant cannot silently stop applying when the code moves), runs the quick tier
 (`pytest -m "not slow" -x`, what `make test-quick` runs) against the copy, and restores the file. A mutant
 is *caught* when pytest fails. The unmutated copy must pass first: otherwise every mutant would count as
 caught.
 
-    python benchmarks/mutation_check.py                      # every mutant, whole quick suite
-    python benchmarks/mutation_check.py --only=ppo,impala    # mutants whose name starts with these
-    python benchmarks/mutation_check.py --workers=2          # pytest-xdist inside each run
+    python mutation/check.py                       # every mutant, whole quick suite
+    python mutation/check.py --only=ppo,impala     # mutants whose name starts with these
+    python mutation/check.py --workers=2           # pytest-xdist inside each run
 
 Prints one line per mutant and the total `caught N of M`; exits 1 if any mutant survived.
 """
@@ -44,7 +44,7 @@ class Mutant(NamedTuple):
 
 def load_mutants() -> list[Mutant]:
     mutants = []
-    for module_path in sorted((REPO / "benchmarks" / "mutants").glob("*.py")):
+    for module_path in sorted((REPO / "mutation" / "mutants").glob("*.py")):
         spec = importlib.util.spec_from_file_location(f"mutants_{module_path.stem}", module_path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module

@@ -1,4 +1,4 @@
-"""One-line bugs in the policy-gradient and distributed agents' learners (see `mutation_check.py`).
+"""One-line bugs in the policy-gradient and distributed agents' learners (see `mutation/check.py`).
 
 Each is a mistake an engineer could plausibly make while writing or refactoring the agent; the
 quick suite should fail on every one. Names start with the agent (`reinforce/`, `baseline/`, `ac/`,
@@ -6,7 +6,7 @@ quick suite should fail on every one. Names start with the agent (`reinforce/`, 
 `ppo/` mutants of `PpoOptimisation` and `sorted_batch` break PPO-RND and PPO-ICM as well (they share them).
 """
 
-from mutation_check import Mutant
+from check import Mutant
 
 REINFORCE = "deep_rl_zoo/reinforce/agent.py"
 BASELINE = "deep_rl_zoo/reinforce_baseline/agent.py"
