@@ -2,7 +2,7 @@
 ale-py's C++ vector env with one batched forward per round, against the bound of its two parts.
 
 Single env (what an actor did before `--num_envs`): every contender drives its own copy of the
-training environment (`run_support.make_environment` with the agent's `run_atari` defaults: Nature-DQN
+training environment (`environments.make_environment` with the agent's `run_atari` defaults: Nature-DQN
 preprocessing, frame stack of 4, life loss and reward clipping) through `main_loop.run_env_loop`:
 
 - `random`: a uniformly random action (no network): the single env's own speed.
@@ -48,12 +48,12 @@ import numpy as np
 import torch
 
 try:
-    from deep_rl_zoo import greedy_actors, main_loop, run_support, vector_env
+    from deep_rl_zoo import environments, greedy_actors, main_loop, process_setup, vector_env
     from deep_rl_zoo.config import RunConfig
     from deep_rl_zoo.networks.value import build_q_network
 except ImportError:  # run as a script from a checkout that was not `pip install -e`-ed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from deep_rl_zoo import greedy_actors, main_loop, run_support, vector_env
+    from deep_rl_zoo import environments, greedy_actors, main_loop, process_setup, vector_env
     from deep_rl_zoo.config import RunConfig
     from deep_rl_zoo.networks.value import build_q_network
 
@@ -96,7 +96,7 @@ def build_contender(agent_name: str, seed: int, epsilon: float | None):
     if epsilon is not None and "eval_exploration_epsilon" in field_names:
         values["eval_exploration_epsilon"] = epsilon
     config = config_cls(**values)
-    env = run_support.make_environment(config, seed, train=True)
+    env = environments.make_environment(config, seed, train=True)
     agents = train.build_agents(config, env, torch.device("cpu"))
     return env, agents.eval_agent
 
@@ -286,10 +286,10 @@ def main() -> int:
     if args.num_envs < 0 or args.num_steps < 1 or args.blocks < 1:
         print("error: --num_envs must be >= 0, --num_steps and --blocks >= 1", file=sys.stderr)
         return 2
-    run_support.seed_everything(args.seed, args.num_threads)
+    process_setup.seed_everything(args.seed, args.num_threads)
     load_before = os.getloadavg()
 
-    probe = run_support.make_environment(RunConfig(environment_name=ENVIRONMENT), args.seed, train=True)
+    probe = environments.make_environment(RunConfig(environment_name=ENVIRONMENT), args.seed, train=True)
     contenders = {"random": (probe, RandomActor(int(probe.action_space.n), np.random.default_rng(args.seed)))}
     for name in args.agents.split(","):
         built = build_contender(name.strip(), args.seed, args.epsilon)
@@ -311,7 +311,7 @@ def main() -> int:
             args.seed,
             args.epsilon,
             (args.blocks + 1) * args.num_steps,
-            run_support.resolve_device(args.device),
+            process_setup.resolve_device(args.device),
         )
         runners.update(
             {

@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from deep_rl_zoo import gym_env, run_support
+from deep_rl_zoo import distributed, gym_env
 from deep_rl_zoo.ppo import train
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.runtime.local import LocalActorRuntime
@@ -62,7 +62,7 @@ def measure(num_actors: int, seconds: float, actors_on_gpu: bool = False, backen
             network,
             functools.partial(build_actor, config),
             seeds=list(range(num_actors)),
-            devices=run_support.actor_devices(num_actors, actors_on_gpu),
+            devices=distributed.actor_devices(num_actors, actors_on_gpu),
         )
     with pool:
         warmed_up: set[int] = set()

@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_checks.sh [OUT_DIR]      (about 6 minutes on 16 cores and one GPU)
 #
 # 1. Where things run: the learner's device with --device=auto, and each actor's device with and without
-#    --actors_on_gpu (run_support.actor_devices, the function the run scripts use).
+#    --actors_on_gpu (distributed.actor_devices, the function the run scripts use).
 # 2. Atari data collection with 1, 2, 4 and 8 actor processes feeding a learner that only consumes
 #    (benchmarks/distributed_scaling.py), actors on the CPU, then 8 actors with their networks on the GPU.
 # 3. PPO on Pong for $STEPS (default 20,000) env steps with 8 actors: learner on CUDA, then on the CPU, from the
@@ -44,11 +44,11 @@ nproc
 echo "== 1. placement"
 "$PYTHON" - <<'EOF'
 import torch
-from deep_rl_zoo import run_support
+from deep_rl_zoo import distributed, process_setup
 print("torch", torch.__version__, "cuda available:", torch.cuda.is_available(), "gpus:", torch.cuda.device_count())
-print("learner with --device=auto:", run_support.resolve_device("auto"))
-print("8 actors, --actors_on_gpu:  ", [str(d) for d in run_support.actor_devices(8, True)])
-print("8 actors, --noactors_on_gpu:", [str(d) for d in run_support.actor_devices(8, False)])
+print("learner with --device=auto:", process_setup.resolve_device("auto"))
+print("8 actors, --actors_on_gpu:  ", [str(d) for d in distributed.actor_devices(8, True)])
+print("8 actors, --noactors_on_gpu:", [str(d) for d in distributed.actor_devices(8, False)])
 EOF
 
 echo "== 2. Atari collection, actors on the CPU then on the GPU"

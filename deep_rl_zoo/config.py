@@ -202,13 +202,13 @@ def _flag_definer(flags_module, annotation):
 
 
 def _check_script_fits_environment(config: Any) -> None:
-    """A script started with `python -m` checks that its environment is one it is for (see run_support)."""
+    """A script started with `python -m` checks that its environment is one it is for (see gym_env)."""
     main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if main_spec is None or not hasattr(config, "environment_name"):
         return
-    from deep_rl_zoo import run_support  # lazily: it imports torch and gymnasium
+    from deep_rl_zoo import gym_env  # lazily: it imports gymnasium
 
-    run_support.check_script_fits_environment(main_spec.name, config.environment_name)
+    gym_env.check_script_fits_environment(main_spec.name, config.environment_name)
 
 
 def run_script(

@@ -36,6 +36,7 @@ Seeding: the factories seed `env.action_space`; the caller must pass the same se
 """
 
 import difflib
+import importlib.util
 import os
 import sys
 import warnings
@@ -556,3 +557,44 @@ def check_continuous_action_space(env: gym.Env, agent_name: str) -> None:
 
 def _env_id(env: gym.Env) -> str:
     return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+
+def check_script_fits_environment(script: str, environment_name: str) -> None:
+    """Raises a one-line ConfigError naming the right script when `script` is not for this environment.
+
+    An Atari game given to a classic-control script points at the package's `run_atari`, another game
+    given to `run_atari` at `run_classic`; a continuous-action task given to `run_classic` of a package
+    that has a `run_continuous` (PPO) points there, and a discrete one given to `run_continuous` back.
+
+    Args:
+      script: the running module, e.g. `deep_rl_zoo.ppo.run_classic`; other modules (eval_agent, tests)
+        are not checked.
+      environment_name: as the user typed it.
+    """
+    package, _, kind = script.rpartition(".")
+    if not package.startswith("deep_rl_zoo.") or not kind.startswith("run_"):
+        return
+    atari = is_atari(environment_name)  # an unknown name raises its own one-line error
+
+    def refuse(reason: str, target_kind: str) -> None:
+        target = f"{package}.{target_kind}"
+        if importlib.util.find_spec(target) is None:
+            raise errors.ConfigError(
+                f"{environment_name} {reason}, and {package} has no {target_kind} script"
+            )
+        raise errors.ConfigError(
+            f"{environment_name} {reason}: use python -m {target} --environment_name={environment_name}"
+        )
+
+    if atari and "atari" not in kind:
+        refuse("is an Atari game", kind.replace("classic", "atari") if "classic" in kind else "run_atari")
+    if not atari and "atari" in kind:
+        refuse("is not an Atari game", kind.replace("atari", "classic"))
+    if kind in ("run_classic", "run_continuous") and importlib.util.find_spec(f"{package}.run_continuous"):
+        probe = create_classic_environment(environment_name, seed=0)
+        continuous = isinstance(probe.action_space, gym.spaces.Box)
+        probe.close()
+        if continuous and kind == "run_classic":
+            refuse("has continuous actions", "run_continuous")
+        if not continuous and kind == "run_continuous":
+            refuse("has discrete actions", "run_classic")

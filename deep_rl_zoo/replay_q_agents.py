@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import optimization, run_support
+from deep_rl_zoo import evaluation, optimization, run_folders, training
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo.config import QEvalConfig, RunConfig, field
 from deep_rl_zoo.errors import require
@@ -53,7 +53,7 @@ class ReplayQConfig(RunConfig):
     learn_interval: int = field(4, "Env steps between two gradient steps.")
     target_network_update_period: int = field(125, "Gradient steps between two target-network copies.")
     max_grad_norm: float = field(10.0, "Clip the gradient's global norm to this; 0 disables.")
-    checkpoint_replay: bool = run_support.checkpoint_replay_field()
+    checkpoint_replay: bool = run_folders.checkpoint_replay_field()
     hidden_sizes: tuple[int, ...] = field((128, 128), "Hidden layer sizes of the MLP (classic control).")
 
     def __post_init__(self):
@@ -217,7 +217,7 @@ def build_epsilon_greedy_agents(
     build_network: Callable[[Any, tuple[int, ...], int], nn.Module],
     prioritized: bool = False,
     **agent_arguments: Any,
-) -> run_support.Agents:
+) -> training.Agents:
     """The learning agent of an epsilon-greedy Q agent (DQN, Double DQN, Prioritized DQN, C51, QR-DQN)
     and an evaluation actor sharing its online network.
 
@@ -245,7 +245,7 @@ def build_epsilon_greedy_agents(
         device,
         agent_class.agent_name,
     )
-    return run_support.Agents(train_agent, eval_agent)
+    return training.Agents(train_agent, eval_agent)
 
 
 # --- Rebuilding a trained network
@@ -294,11 +294,11 @@ def evaluate_epsilon_greedy(
     def build_actor(env: gym.Env, device: torch.device, checkpoint: Mapping | None) -> EpsilonGreedyActor:
         train_config = trained_config(config_class, checkpoint)
         network = load_network(build_network, train_config, checkpoint, env, device)
-        epsilon = run_support.eval_exploration_epsilon(config)
+        epsilon = evaluation.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)
         return EpsilonGreedyActor(network, int(env.action_space.n), epsilon, rng, device, agent_name)
 
-    return run_support.evaluate(config, agent_name, build_actor)
+    return evaluation.evaluate(config, agent_name, build_actor)
 
 
 # --- The agent around each algorithm

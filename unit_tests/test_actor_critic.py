@@ -188,10 +188,10 @@ def test_run_atari_smoke_uses_the_shared_cnn(tmp_path):
             "show_progress": False,
         }
     )
-    from deep_rl_zoo import run_support
+    from deep_rl_zoo import environments
 
     agents = train.build_agents(
-        config, run_support.make_environment(config, 0, train=True), torch.device("cpu")
+        config, environments.make_environment(config, 0, train=True), torch.device("cpu")
     )
     assert isinstance(agents.train_agent._network, NatureCnnActorCritic)
     assert train.main(config).train_env_steps == 50

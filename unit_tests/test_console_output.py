@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from deep_rl_zoo import gym_env, main_loop, run_support, trackers
+from deep_rl_zoo import distributed, environments, gym_env, main_loop, trackers
 from deep_rl_zoo.config import QEvalConfig, RunConfig
 from deep_rl_zoo.dqn import eval_agent as dqn_eval_agent
 from deep_rl_zoo.dqn import train as dqn_train
@@ -135,15 +135,15 @@ def test_an_unfinished_episode_never_solves_a_run(capsys):
 
 def test_solved_needs_as_many_episodes_as_the_evaluation_budget_holds_up_to_ten():
     env = gym.make("CartPole-v1")  # episodes end by 500 steps
-    assert run_support.solved_min_episodes_of(RunConfig(num_eval_steps=5000), env) == 10  # 5000 // 500
-    assert run_support.solved_min_episodes_of(RunConfig(num_eval_steps=1000), env) == 2  # 1000 // 500
-    assert run_support.solved_min_episodes_of(RunConfig(num_eval_steps=100), env) == 1  # at least one
-    assert run_support.solved_min_episodes_of(RunConfig(num_eval_steps=100_000), env) == 10  # at most ten
+    assert environments.solved_min_episodes_of(RunConfig(num_eval_steps=5000), env) == 10  # 5000 // 500
+    assert environments.solved_min_episodes_of(RunConfig(num_eval_steps=1000), env) == 2  # 1000 // 500
+    assert environments.solved_min_episodes_of(RunConfig(num_eval_steps=100), env) == 1  # at least one
+    assert environments.solved_min_episodes_of(RunConfig(num_eval_steps=100_000), env) == 10  # at most ten
     assert (
-        run_support.solved_min_episodes_of(RunConfig(num_eval_steps=1000, max_episode_steps=100), env) == 10
+        environments.solved_min_episodes_of(RunConfig(num_eval_steps=1000, max_episode_steps=100), env) == 10
     )
     no_limit = gym.make("CartPole-v1", max_episode_steps=None).unwrapped
-    assert run_support.solved_min_episodes_of(RunConfig(num_eval_steps=1000), no_limit) == 10
+    assert environments.solved_min_episodes_of(RunConfig(num_eval_steps=1000), no_limit) == 10
 
 
 def test_a_distributed_phase_ends_on_the_learner_step_nearest_to_the_budget():
@@ -270,10 +270,10 @@ def test_debug_screenshots_go_to_the_run_folder(tmp_path):
 
 
 def test_more_actors_than_cores_is_said_in_one_line(monkeypatch, capsys):
-    monkeypatch.setattr(run_support, "available_cpu_cores", lambda: 2)
-    run_support.warn_if_more_actors_than_cores(2)
+    monkeypatch.setattr(distributed, "available_cpu_cores", lambda: 2)
+    distributed.warn_if_more_actors_than_cores(2)
     assert capsys.readouterr().err == ""
-    run_support.warn_if_more_actors_than_cores(8)
+    distributed.warn_if_more_actors_than_cores(8)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--num_actors=8 is more than the 2 CPU cores" in err
 
@@ -282,9 +282,9 @@ def test_the_no_gpu_note_only_answers_a_request_for_gpus(monkeypatch, capsys):
     monkeypatch.setattr("torch.cuda.device_count", lambda: 0)
     import torch
 
-    assert run_support.actor_devices(2, actors_on_gpu=None) == [torch.device("cpu")] * 2  # the default
+    assert distributed.actor_devices(2, actors_on_gpu=None) == [torch.device("cpu")] * 2  # the default
     assert capsys.readouterr().err == ""
-    run_support.actor_devices(2, actors_on_gpu=True)  # --actors_on_gpu typed by the user
+    distributed.actor_devices(2, actors_on_gpu=True)  # --actors_on_gpu typed by the user
     assert "no CUDA device is visible" in capsys.readouterr().err
 
 
@@ -305,14 +305,14 @@ def test_the_no_gpu_note_only_answers_a_request_for_gpus(monkeypatch, capsys):
 )
 def test_a_script_given_the_wrong_kind_of_environment_names_the_right_one(script, environment, pointer):
     with pytest.raises(ConfigError, match=pointer.replace(".", r"\.")):
-        run_support.check_script_fits_environment(script, environment)
+        gym_env.check_script_fits_environment(script, environment)
 
 
 def test_fitting_scripts_pass_the_check():
-    run_support.check_script_fits_environment("deep_rl_zoo.ppo.run_classic", "CartPole-v1")
-    run_support.check_script_fits_environment("deep_rl_zoo.ppo.run_continuous", "Pendulum-v1")
-    run_support.check_script_fits_environment("deep_rl_zoo.dqn.run_atari", "Pong")
-    run_support.check_script_fits_environment("deep_rl_zoo.dqn.eval_agent", "Pong")  # eval scripts: any
+    gym_env.check_script_fits_environment("deep_rl_zoo.ppo.run_classic", "CartPole-v1")
+    gym_env.check_script_fits_environment("deep_rl_zoo.ppo.run_continuous", "Pendulum-v1")
+    gym_env.check_script_fits_environment("deep_rl_zoo.dqn.run_atari", "Pong")
+    gym_env.check_script_fits_environment("deep_rl_zoo.dqn.eval_agent", "Pong")  # eval scripts: any
 
 
 @pytest.mark.smoke

@@ -344,13 +344,13 @@ def test_ctrl_c_stops_the_learner_and_every_actor(tmp_path):
 
 
 def test_actors_on_gpu_without_a_gpu_keeps_actors_on_the_cpu_and_says_so_once(capsys):
-    from deep_rl_zoo import run_support
+    from deep_rl_zoo import distributed
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: actors would go there")
-    assert run_support.actor_devices(3, actors_on_gpu=True) == [torch.device("cpu")] * 3
+    assert distributed.actor_devices(3, actors_on_gpu=True) == [torch.device("cpu")] * 3
     assert capsys.readouterr().err.count("no CUDA device") == 1
-    assert run_support.actor_devices(3, actors_on_gpu=False) == [torch.device("cpu")] * 3
+    assert distributed.actor_devices(3, actors_on_gpu=False) == [torch.device("cpu")] * 3
     assert capsys.readouterr().err == ""
 
 

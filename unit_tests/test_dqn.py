@@ -68,10 +68,10 @@ def test_resume_restores_the_exact_agent_state(tmp_path):
         str(tmp_path / "checkpoints" / "DQN_CartPole-v1" / "DQN_CartPole-v1_0.ckpt"), "DQN", "CartPole-v1"
     )
     config = tiny_classic_config(tmp_path)
-    from deep_rl_zoo import run_support
+    from deep_rl_zoo import environments
 
     agents = train.build_agents(
-        config, run_support.make_environment(config, 5, train=True), torch.device("cpu")
+        config, environments.make_environment(config, 5, train=True), torch.device("cpu")
     )
     agents.train_agent.load_state_dict(payload["agent"])
     restored = agents.train_agent.state_dict()

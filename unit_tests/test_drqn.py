@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import environments, replay_q_agents
 from deep_rl_zoo.drqn import train
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor, unroll
 from deep_rl_zoo.drqn.obscured import ObscuredObservation
@@ -337,7 +337,7 @@ def test_drqn_learns_cartpole(tmp_path):
 @pytest.mark.smoke
 def test_obscure_probability_makes_training_and_evaluation_partially_observable(tmp_path):
     config = tiny_classic_config(tmp_path, obscure_probability=1.0)
-    env = run_support.make_environment(config, 0, train=True, wrap_env=train.obscuring_wrapper(1.0))
+    env = environments.make_environment(config, 0, train=True, wrap_env=train.obscuring_wrapper(1.0))
     assert isinstance(env, ObscuredObservation)
     observation, _ = env.reset(seed=0)
     assert not observation.any()  # p = 1 blanks every observation

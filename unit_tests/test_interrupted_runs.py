@@ -10,7 +10,7 @@ import signal
 import gymnasium as gym
 import pytest
 
-from deep_rl_zoo import checkpoint, run_support
+from deep_rl_zoo import checkpoint, environments
 from deep_rl_zoo.dqn import train as dqn_train
 from deep_rl_zoo.errors import RunInterrupted
 
@@ -52,18 +52,18 @@ def _config(tmp_path, **overrides):
 def _signal_during(monkeypatch, phase: str, at: int, signum: int = signal.SIGTERM):
     """Makes the run's `phase` ("train" or "eval") environment deliver `signum` at its `at`-th step."""
     if phase == "train":
-        original = run_support.make_train_environment
+        original = environments.make_train_environment
         monkeypatch.setattr(
-            run_support, "make_train_environment", lambda *a, **k: _SignalAt(original(*a, **k), at, signum)
+            environments, "make_train_environment", lambda *a, **k: _SignalAt(original(*a, **k), at, signum)
         )
     else:  # the evaluation env: `make_environment(..., train=False)` (training builds its env with it too)
-        make = run_support.make_environment
+        make = environments.make_environment
 
         def make_eval(*args, **kwargs):
             env = make(*args, **kwargs)
             return env if kwargs.get("train", True) else _SignalAt(env, at, signum)
 
-        monkeypatch.setattr(run_support, "make_environment", make_eval)
+        monkeypatch.setattr(environments, "make_environment", make_eval)
 
 
 def _folder(tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, run_support
+from deep_rl_zoo import checkpoint, environments
 from deep_rl_zoo.iqn import run_atari, train
 from deep_rl_zoo.iqn.agent import SampledTausQNetwork
 from deep_rl_zoo.networks.value import IqnNetwork
@@ -64,7 +64,7 @@ def test_acting_averages_fresh_fractions_reproducibly():
 def test_learning_samples_separate_online_target_and_acting_counts(tmp_path, monkeypatch):
     config = tiny_classic_config(tmp_path, learn_interval=1)  # so the last step below is a gradient step
     agents = train.build_agents(
-        config, run_support.make_environment(config, 0, train=True), torch.device("cpu")
+        config, environments.make_environment(config, 0, train=True), torch.device("cpu")
     )
     agent = agents.train_agent
     seen = []
@@ -97,7 +97,7 @@ def test_run_atari_smoke_and_the_pong_agent_of_the_acting_benchmark(tmp_path):
             "show_progress": False,
         }
     )
-    env = run_support.make_environment(config, 0, train=True)
+    env = environments.make_environment(config, 0, train=True)
     agents = train.build_agents(config, env, torch.device("cpu"))
     assert agents.train_agent._writer.frame_store is not None  # frames kept once, stacks rebuilt on sampling
     observation, info = env.reset(seed=0)
@@ -119,7 +119,7 @@ def test_resume_restores_the_fraction_generator(tmp_path):
     )
     config = tiny_classic_config(tmp_path)
     agents = train.build_agents(
-        config, run_support.make_environment(config, 0, train=True), torch.device("cpu")
+        config, environments.make_environment(config, 0, train=True), torch.device("cpu")
     )
     agents.train_agent.load_state_dict(saved["agent"])
     assert torch.equal(agents.train_agent._tau_generator.get_state(), saved["agent"]["tau_generator"])

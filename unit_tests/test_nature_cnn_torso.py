@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import process_setup
 from deep_rl_zoo.config import RunConfig
 from deep_rl_zoo.networks import common
 
@@ -138,10 +138,10 @@ def test_bfloat16_flag_sets_this_process_torsos_and_warns_where_it_would_be_slow
     exact = torso(frames)
     monkeypatch.setattr(common, "native_bfloat16", lambda device: False)
     try:
-        run_support.set_learner_precision(RunConfig(bfloat16=True), torch.device("cpu"))
+        process_setup.set_learner_precision(RunConfig(bfloat16=True), torch.device("cpu"))
         assert not torch.equal(torso(frames), exact)
         assert "no native bfloat16: expect it to be slower" in capsys.readouterr().out
-        run_support.set_learner_precision(RunConfig(), torch.device("cpu"))  # a run without the flag
+        process_setup.set_learner_precision(RunConfig(), torch.device("cpu"))  # a run without the flag
         assert torch.equal(torso(frames), exact)
         assert capsys.readouterr().out == ""
     finally:

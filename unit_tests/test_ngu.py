@@ -401,13 +401,13 @@ def test_obscure_probability_reaches_the_actors_environments(tmp_path, monkeypat
     """--obscure_probability (inherited from R2D2's config) must wrap the actors' envs, not be ignored."""
     import importlib
 
-    from deep_rl_zoo import run_support
+    from deep_rl_zoo import distributed
     from deep_rl_zoo.drqn.obscured import ObscuredObservation
 
     module = importlib.import_module(f"deep_rl_zoo.{package}.train")
     seen = {}
     monkeypatch.setattr(
-        run_support, "train_distributed", lambda *args, wrap_env=None, **kw: seen.update(w=wrap_env)
+        distributed, "train_distributed", lambda *args, wrap_env=None, **kw: seen.update(w=wrap_env)
     )
     config_class = module.Agent57Config if package == "agent57" else module.NguConfig
     base = dataclasses.asdict(_config(tmp_path, obscure_probability=0.5))
@@ -454,13 +454,13 @@ def test_atari_ngu_plays_every_policy_and_agent57_keeps_the_papers_32():
 
 def _saved_run(tmp_path, config) -> None:
     """A checkpoint of a fresh learner at iteration 0, written as a run writes it (no training)."""
-    from deep_rl_zoo import main_loop, run_support
+    from deep_rl_zoo import main_loop, run_folders
 
     learner = train.build_learner(config, _MountainCarSpaces(), torch.device("cpu")).learner
     folder = tmp_path / "checkpoints" / "NGU_MountainCar-v0"
     state = main_loop.LoopState()
     state.next_iteration = 1
-    run_support.checkpoint_saver(config, "NGU", "MountainCar-v0", learner, str(folder))(0, state)
+    run_folders.checkpoint_saver(config, "NGU", "MountainCar-v0", learner, str(folder))(0, state)
 
 
 @pytest.mark.smoke  # runs train.main (up to the resume), about a second
@@ -484,12 +484,12 @@ def test_eval_agent_obscure_probability_wraps_the_evaluation_env(monkeypatch, pa
     """eval_agent --obscure_probability=0.5 evaluates on flickering observations, as R2D2's does."""
     import importlib
 
-    from deep_rl_zoo import run_support
+    from deep_rl_zoo import evaluation
     from deep_rl_zoo.drqn.obscured import ObscuredObservation
 
     module = importlib.import_module(f"deep_rl_zoo.{package}.eval_agent")
     seen = {}
-    monkeypatch.setattr(run_support, "evaluate", lambda *args, wrap_env=None, **kw: seen.update(w=wrap_env))
+    monkeypatch.setattr(evaluation, "evaluate", lambda *args, wrap_env=None, **kw: seen.update(w=wrap_env))
     module.main(eval_agent.NguEvalConfig(environment_name="MountainCar-v0", obscure_probability=0.5))
     assert seen["w"].func is ObscuredObservation and seen["w"].keywords == {"probability": 0.5}
     with pytest.raises(ConfigError, match="obscure_probability"):

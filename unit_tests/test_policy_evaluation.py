@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import environments
 from deep_rl_zoo.types_ import TimeStep
 
 POLICY_AGENTS = [
@@ -48,7 +48,7 @@ def _config_class(train):
 def _eval_actor(train, **fields):
     """The evaluation actor the training run builds, for a fresh network on the config's environment."""
     config = _config_class(train)(**fields)
-    env = run_support.make_environment(config, config.seed, train=False)
+    env = environments.make_environment(config, config.seed, train=False)
     try:
         extra = {"gradients_from_actors": False} if train.__name__ == "deep_rl_zoo.a2c.train" else {}
         agents = _build(train)(config, env, torch.device("cpu"), **extra)

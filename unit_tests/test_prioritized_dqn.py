@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import environments
 from deep_rl_zoo.prioritized_dqn import train
 from deep_rl_zoo.types_ import TimeStep
 
@@ -58,7 +58,7 @@ def _drive(agent, env, num_steps):
 
 def test_learning_sets_priorities_to_td_errors_and_weights_the_loss(tmp_path, monkeypatch):
     config = tiny_classic_config(tmp_path, min_replay_size=16, batch_size=16)
-    env = run_support.make_environment(config, 0, train=True)
+    env = environments.make_environment(config, 0, train=True)
     agent = train.build_agents(config, env, torch.device("cpu")).train_agent
     memory = agent._replay
     seen = []
@@ -84,7 +84,7 @@ def test_beta_is_annealed_to_one(tmp_path):
     config = tiny_classic_config(
         tmp_path, min_replay_size=16, batch_size=16, importance_sampling_exponent_decay_steps=20
     )
-    env = run_support.make_environment(config, 0, train=True)
+    env = environments.make_environment(config, 0, train=True)
     agent = train.build_agents(config, env, torch.device("cpu")).train_agent
     assert agent.statistics["importance_sampling_exponent"] == pytest.approx(0.4)
     _drive(agent, env, 60)  # 60 > 16 warm-up + 20 decay steps

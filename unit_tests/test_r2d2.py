@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import exploration, optimization, plot, run_support, value_learning
+from deep_rl_zoo import distributed, exploration, optimization, plot, value_learning
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import ConfigError, NonFiniteLossError
 from deep_rl_zoo.r2d2 import agent, eval_agent, run_atari, train
@@ -511,7 +511,7 @@ def test_obscured_observations_reach_the_actor_processes_env_and_the_evaluation(
         return None, None
 
     config = _config(tmp_path, obscure_probability=1.0)
-    run_support._build_actor_process_side(
+    distributed._build_actor_process_side(
         config, build_actor, 0, 5, torch.device("cpu"), None, wrap_env=wrap_env
     )
     observation, _ = built["env"].reset(seed=5)

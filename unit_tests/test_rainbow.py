@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, run_support
+from deep_rl_zoo import checkpoint, environments
 from deep_rl_zoo.networks.value import DuelingHead, NoisyLinear, build_rainbow_network, reset_noise
 from deep_rl_zoo.rainbow import train
 from deep_rl_zoo.rainbow.agent import MeanNetworkActor
@@ -115,7 +115,7 @@ def test_rainbow_network_shapes_and_noise_for_mlp_and_cnn():
 
 def test_eval_actor_uses_mean_weights_and_leaves_training_mode_alone(tmp_path):
     config = tiny_classic_config(tmp_path)
-    env = run_support.make_environment(config, 0, train=True)
+    env = environments.make_environment(config, 0, train=True)
     agents = train.build_agents(config, env, torch.device("cpu"))
     network = agents.train_agent._network
     assert isinstance(agents.eval_agent, MeanNetworkActor) and network.training
@@ -135,7 +135,7 @@ def test_eval_actor_uses_mean_weights_and_leaves_training_mode_alone(tmp_path):
 
 def test_learning_sets_kl_priorities(tmp_path, monkeypatch):
     config = tiny_classic_config(tmp_path, min_replay_size=16, batch_size=16)
-    env = run_support.make_environment(config, 0, train=True)
+    env = environments.make_environment(config, 0, train=True)
     agent = train.build_agents(config, env, torch.device("cpu")).train_agent
     seen = []
     real_update = agent._replay.update_priorities

@@ -50,13 +50,13 @@ _DRIVER = textwrap.dedent(
     """
     import json, os, signal, sys, threading, time
     import ray
-    from deep_rl_zoo import run_support
+    from deep_rl_zoo import distributed
     from deep_rl_zoo.ppo import train
 
     address, checkpoint_dir, runs_dir, result_path = sys.argv[1:5]
     runtimes = []
-    make_runtime = run_support.make_runtime
-    run_support.make_runtime = lambda *a, **k: runtimes.append(make_runtime(*a, **k)) or runtimes[-1]
+    make_runtime = distributed.make_runtime
+    distributed.make_runtime = lambda *a, **k: runtimes.append(make_runtime(*a, **k)) or runtimes[-1]
 
     def kill_an_actor():  # once the run is learning: SIGKILL actor 1's process
         while not runtimes or runtimes[0].parameter_version < 5:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, replay_q_agents, run_support
+from deep_rl_zoo import checkpoint, environments, evaluation, replay_q_agents
 from deep_rl_zoo.config import QEvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.types_ import TimeStep
@@ -192,7 +192,7 @@ def test_run_atari_smoke_stores_each_frame_once(package, tmp_path):
             **package.agent.tiny,
         }
     )
-    env = run_support.make_environment(config, 0, train=True)
+    env = environments.make_environment(config, 0, train=True)
     agent = package.train.build_agents(config, env, torch.device("cpu")).train_agent
     assert frame_store_of(agent) is not None
     state = package.train.main(config)
@@ -370,7 +370,7 @@ def test_evaluation_plays_the_network_the_learner_holds(key, tmp_path):
 @pytest.mark.parametrize("key", ["dqn", "double_dqn", "prioritized_dqn", "c51_dqn", "qr_dqn", "rainbow"])
 def test_eval_agent_plays_the_checkpoints_weights_at_the_flags_epsilon(key, monkeypatch):
     """The `eval_agent` scripts built by `replay_q_agents.evaluate_epsilon_greedy`: the actor they hand to
-    `run_support.evaluate` plays the checkpoint's own weights (not a fresh network of the same shape)
+    `evaluation.evaluate` plays the checkpoint's own weights (not a fresh network of the same shape)
     greedily at --eval_exploration_epsilon=0, under the agent's name."""
     train = importlib.import_module(f"deep_rl_zoo.{key}.train")
     eval_script = importlib.import_module(f"deep_rl_zoo.{key}.eval_agent")
@@ -380,7 +380,7 @@ def test_eval_agent_plays_the_checkpoints_weights_at_the_flags_epsilon(key, monk
         handed_over.update(agent_name=agent_name, build_actor=build_actor)
         return []
 
-    monkeypatch.setattr(run_support, "evaluate", evaluate)
+    monkeypatch.setattr(evaluation, "evaluate", evaluate)
     eval_script.main(QEvalConfig(environment_name="CartPole-v1", eval_exploration_epsilon=0.0))
     assert handed_over["agent_name"] == AGENTS[key].name
 

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint, main_loop, trackers
+from deep_rl_zoo import checkpoint, main_loop, run_folders, trackers
 from deep_rl_zoo.config import QEvalConfig
 from deep_rl_zoo.dqn import eval_agent, train
 from deep_rl_zoo.errors import ConfigError
@@ -98,7 +98,7 @@ def test_best_is_the_iteration_with_the_highest_evaluation_mean_over_whole_episo
     config = tiny_classic_config(tmp_path)
     agent = _Agent()
     folder = str(tmp_path / "checkpoints" / "run")
-    save = train.run_support.checkpoint_saver(config, "DQN", "CartPole-v1", agent, folder)
+    save = run_folders.checkpoint_saver(config, "DQN", "CartPole-v1", agent, folder)
     logger = trackers.RunLogger(str(tmp_path / "runs" / "run"), False, str(tmp_path / "r.csv"))
     state = main_loop.LoopState()
     # iteration: 0     1      2      3 (no whole episode: its partial return never counts)

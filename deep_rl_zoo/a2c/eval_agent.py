@@ -4,7 +4,7 @@
 
 import dataclasses
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import evaluation
 from deep_rl_zoo.a2c.agent import A2c, A2cGrad
 from deep_rl_zoo.a2c.train import A2cConfig, build_network
 from deep_rl_zoo.config import PolicyEvalConfig, field, run_script
@@ -33,7 +33,7 @@ def main(config: A2cEvalConfig) -> list[float]:
         network.to(device).eval()
         return PolicyGreedyActor(network, device, config.agent_name, config.evaluation_samples_actions())
 
-    return run_support.evaluate(config, config.agent_name, build_actor)
+    return evaluation.evaluate(config, config.agent_name, build_actor)
 
 
 if __name__ == "__main__":

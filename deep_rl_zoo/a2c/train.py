@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import run_support, unrolls
+from deep_rl_zoo import distributed, unrolls
 from deep_rl_zoo.a2c.agent import A2c, A2cGrad, GradientComputer
 from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
@@ -18,7 +18,7 @@ from deep_rl_zoo.runtime import LearnerLink
 
 
 @dataclasses.dataclass(frozen=True)
-class A2cConfig(PolicyEvaluation, run_support.DistributedConfig):
+class A2cConfig(PolicyEvaluation, distributed.DistributedConfig):
     """A2C hyper-parameters. Defaults are the classic-control ones tuned here on CartPole-v1 (4 actors x
     16 steps, RMSprop 1e-3, entropy 0.01); run_atari uses those of Mnih et al. 2016 / OpenAI baselines
     (16 actors x 5 steps, RMSprop 7e-4)."""
@@ -52,7 +52,7 @@ def build_network(config: A2cConfig, env: gym.Env) -> NormalizedNetwork:
 
 def build_learner(
     config: A2cConfig, env: gym.Env, device: torch.device, gradients_from_actors: bool
-) -> run_support.DistributedAgents:
+) -> distributed.DistributedAgents:
     network = build_network(config, env).to(device)
     learner_class = A2cGrad if gradients_from_actors else A2c
     learner = learner_class(
@@ -67,7 +67,7 @@ def build_learner(
         max_grad_norm=config.max_grad_norm,
         device=device,
     )
-    return run_support.DistributedAgents(
+    return distributed.DistributedAgents(
         learner,
         PolicyGreedyActor(network, device, learner_class.agent_name, config.evaluation_samples_actions()),
     )
@@ -111,7 +111,7 @@ def _unroll_actor(
 
 
 def main(config: A2cConfig):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config,
         A2c.agent_name,
         lambda env, device: build_learner(config, env, device, False),
@@ -121,7 +121,7 @@ def main(config: A2cConfig):
 
 
 def main_grad(config: A2cConfig):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config,
         A2cGrad.agent_name,
         lambda env, device: build_learner(config, env, device, True),

@@ -2,7 +2,7 @@
 `python -m deep_rl_zoo.actor_critic.eval_agent --load_checkpoint_file=latest`.
 """
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import evaluation
 from deep_rl_zoo.actor_critic.agent import ActorCritic
 from deep_rl_zoo.actor_critic.train import ActorCriticConfig
 from deep_rl_zoo.config import PolicyEvalConfig, run_script
@@ -24,7 +24,7 @@ def main(config: PolicyEvalConfig) -> list[float]:
         network.to(device).eval()
         return PolicyGreedyActor(network, device, ActorCritic.agent_name, config.evaluation_samples_actions())
 
-    return run_support.evaluate(config, ActorCritic.agent_name, build_actor)
+    return evaluation.evaluate(config, ActorCritic.agent_name, build_actor)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import optimization, run_support
+from deep_rl_zoo import optimization, training
 from deep_rl_zoo.actor_critic import agent
 from deep_rl_zoo.config import PolicyEvaluation, RunConfig, field
 from deep_rl_zoo.errors import require
@@ -42,7 +42,7 @@ class ActorCriticConfig(PolicyEvaluation, RunConfig):
         )
 
 
-def build_agents(config: ActorCriticConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: ActorCriticConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and a greedy evaluation actor sharing its network."""
     network = build_actor_critic_network(
         env.observation_space.shape, int(env.action_space.n), config.hidden_sizes, config.shared_torso
@@ -62,10 +62,10 @@ def build_agents(config: ActorCriticConfig, env: gym.Env, device: torch.device) 
     eval_agent = PolicyGreedyActor(
         network, device, agent.ActorCritic.agent_name, config.evaluation_samples_actions()
     )
-    return run_support.Agents(train_agent, eval_agent)
+    return training.Agents(train_agent, eval_agent)
 
 
 def main(config: ActorCriticConfig):
-    return run_support.train(
+    return training.train(
         config, agent.ActorCritic.agent_name, lambda env, device: build_agents(config, env, device)
     )

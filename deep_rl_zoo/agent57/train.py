@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import distributed
 from deep_rl_zoo.agent57.agent import Agent57, Agent57QNetworks, SlidingWindowBandit
 from deep_rl_zoo.config import field
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
@@ -47,7 +47,7 @@ def build_networks(config_values: dict, observation_shape, num_actions: int):
     return ngu_train.build_novelty_modules(config_values, q, observation_shape, num_actions, window)
 
 
-def build_learner(config: Agent57Config, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+def build_learner(config: Agent57Config, env: gym.Env, device: torch.device) -> distributed.DistributedAgents:
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     networks = build_networks(dataclasses.asdict(config), shape, num_actions).to(device)
     rng = np.random.default_rng(config.seed)
@@ -66,7 +66,7 @@ def build_learner(config: Agent57Config, env: gym.Env, device: torch.device) -> 
         device,
         Agent57.agent_name,
     )
-    return run_support.DistributedAgents(learner, eval_actor)
+    return distributed.DistributedAgents(learner, eval_actor)
 
 
 def build_actor(config: Agent57Config, env: gym.Env, device: torch.device, link: LearnerLink, seed: int):
@@ -87,7 +87,7 @@ def build_actor(config: Agent57Config, env: gym.Env, device: torch.device, link:
 
 
 def main(config: Agent57Config):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config,
         Agent57.agent_name,
         lambda env, device: build_learner(config, env, device),

@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.c51_dqn import agent
 from deep_rl_zoo.config import field
 from deep_rl_zoo.networks.value import build_c51_network
@@ -43,12 +43,12 @@ def build_network(config: C51Config, observation_shape: tuple[int, ...], num_act
     return build_c51_network(observation_shape, num_actions, atoms, config.hidden_sizes)
 
 
-def build_agents(config: C51Config, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: C51Config, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
     return replay_q_agents.build_epsilon_greedy_agents(config, env, device, agent.C51Dqn, build_network)
 
 
 def main(config: C51Config):
-    return run_support.train(
+    return training.train(
         config, agent.C51Dqn.agent_name, lambda env, device: build_agents(config, env, device)
     )

@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.config import field
 from deep_rl_zoo.double_dqn import agent
 from deep_rl_zoo.dqn.train import build_network
@@ -31,12 +31,12 @@ class DoubleDqnConfig(replay_q_agents.EpsilonGreedyConfig):
     n_step: int = field(1, "Steps of the bootstrapped return (1 is the Double DQN of the paper).")
 
 
-def build_agents(config: DoubleDqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: DoubleDqnConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
     return replay_q_agents.build_epsilon_greedy_agents(config, env, device, agent.DoubleDqn, build_network)
 
 
 def main(config: DoubleDqnConfig):
-    return run_support.train(
+    return training.train(
         config, agent.DoubleDqn.agent_name, lambda env, device: build_agents(config, env, device)
     )

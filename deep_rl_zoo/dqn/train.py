@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.dqn import agent
 from deep_rl_zoo.networks.value import build_q_network
 
@@ -32,12 +32,10 @@ def build_network(config: DqnConfig, observation_shape: tuple[int, ...], num_act
     return build_q_network(observation_shape, num_actions, config.hidden_sizes)
 
 
-def build_agents(config: DqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: DqnConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
     return replay_q_agents.build_epsilon_greedy_agents(config, env, device, agent.Dqn, build_network)
 
 
 def main(config: DqnConfig):
-    return run_support.train(
-        config, agent.Dqn.agent_name, lambda env, device: build_agents(config, env, device)
-    )
+    return training.train(config, agent.Dqn.agent_name, lambda env, device: build_agents(config, env, device))

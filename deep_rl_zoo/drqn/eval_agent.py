@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import evaluation, replay_q_agents
 from deep_rl_zoo.config import QEvalConfig, field, run_script
 from deep_rl_zoo.drqn.agent import Drqn, RecurrentEpsilonGreedyActor
 from deep_rl_zoo.drqn.train import OLD_CHECKPOINT_DEFAULTS, DrqnConfig, build_network, obscuring_wrapper
@@ -23,11 +23,11 @@ def main(config: DrqnEvalConfig) -> list[float]:
         num_actions = int(env.action_space.n)
         train_config = replay_q_agents.trained_config(DrqnConfig, checkpoint, OLD_CHECKPOINT_DEFAULTS)
         network = replay_q_agents.load_network(build_network, train_config, checkpoint, env, device)
-        epsilon = run_support.eval_exploration_epsilon(config)
+        epsilon = evaluation.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)
         return RecurrentEpsilonGreedyActor(network, num_actions, epsilon, rng, device, Drqn.agent_name)
 
-    return run_support.evaluate(
+    return evaluation.evaluate(
         config, Drqn.agent_name, build_actor, wrap_env=obscuring_wrapper(config.obscure_probability)
     )
 

@@ -59,7 +59,7 @@ class ObscuredObservation(gym.Wrapper):
 
 
 def obscuring_wrapper(probability: float) -> Callable[[gym.Env], gym.Env] | None:
-    """The wrapper that makes an env partially observable (`wrap_env` of `run_support.train`,
+    """The wrapper that makes an env partially observable (`wrap_env` of `training.train`,
     `train_distributed` and `evaluate`), or None when `probability` is 0.
 
     A `functools.partial` of the class, not a closure, so that it pickles: distributed agents send it to

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.config import field
 from deep_rl_zoo.drqn import agent
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
@@ -93,7 +93,7 @@ def build_network(config: DrqnConfig, observation_shape: tuple[int, ...], num_ac
 OLD_CHECKPOINT_DEFAULTS = {"head_hidden_sizes": ()}
 
 
-def build_agents(config: DrqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: DrqnConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and a recurrent evaluation actor sharing its online network."""
     observation_shape = env.observation_space.shape
     num_actions = int(env.action_space.n)
@@ -118,11 +118,11 @@ def build_agents(config: DrqnConfig, env: gym.Env, device: torch.device) -> run_
         device,
         agent.Drqn.agent_name,
     )
-    return run_support.Agents(train_agent, eval_agent)
+    return training.Agents(train_agent, eval_agent)
 
 
 def main(config: DrqnConfig):
-    return run_support.train(
+    return training.train(
         config,
         agent.Drqn.agent_name,
         lambda env, device: build_agents(config, env, device),

@@ -5,7 +5,7 @@ through each episode) and records a video of the first episode:
 
 import dataclasses
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import evaluation
 from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.impala.agent import Impala, ImpalaGreedyActor
 from deep_rl_zoo.impala.train import ImpalaConfig, build_network
@@ -23,7 +23,7 @@ def main(config: PolicyEvalConfig) -> list[float]:
         network.to(device).eval()
         return ImpalaGreedyActor(network, device, Impala.agent_name, config.evaluation_samples_actions())
 
-    return run_support.evaluate(config, Impala.agent_name, build_actor)
+    return evaluation.evaluate(config, Impala.agent_name, build_actor)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import optimization, run_support, unrolls
+from deep_rl_zoo import distributed, optimization, unrolls
 from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.impala.agent import Impala, ImpalaActingPolicy, ImpalaGreedyActor
@@ -17,7 +17,7 @@ from deep_rl_zoo.schedules import LinearSchedule
 
 
 @dataclasses.dataclass(frozen=True)
-class ImpalaConfig(PolicyEvaluation, run_support.DistributedConfig):
+class ImpalaConfig(PolicyEvaluation, distributed.DistributedConfig):
     """IMPALA hyper-parameters. The defaults are the classic-control ones, tuned here on CartPole-v1;
     run_atari uses the paper's (Espeholt et al. 2018, table G.1) with Adam in place of RMSProp."""
 
@@ -59,7 +59,7 @@ def build_network(config: ImpalaConfig, env: gym.Env) -> ImpalaActorCritic:
     )
 
 
-def build_learner(config: ImpalaConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+def build_learner(config: ImpalaConfig, env: gym.Env, device: torch.device) -> distributed.DistributedAgents:
     """The learner and a greedy evaluation actor sharing its network (in the learner process)."""
     network = build_network(config, env).to(device)
     steps_per_update = config.batch_size * config.unroll_length
@@ -85,7 +85,7 @@ def build_learner(config: ImpalaConfig, env: gym.Env, device: torch.device) -> r
         learning_rate=learning_rate,
         device=device,
     )
-    return run_support.DistributedAgents(
+    return distributed.DistributedAgents(
         learner, ImpalaGreedyActor(network, device, Impala.agent_name, config.evaluation_samples_actions())
     )
 
@@ -112,6 +112,6 @@ def build_actor(
 
 
 def main(config: ImpalaConfig):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config, Impala.agent_name, lambda env, device: build_learner(config, env, device), build_actor
     )

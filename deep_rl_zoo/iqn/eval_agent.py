@@ -5,7 +5,7 @@
 import numpy as np
 import torch
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import evaluation, replay_q_agents
 from deep_rl_zoo.config import QEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 from deep_rl_zoo.iqn.agent import Iqn, SampledTausQNetwork
@@ -19,11 +19,11 @@ def main(config: QEvalConfig) -> list[float]:
         network = replay_q_agents.load_network(build_network, train_config, checkpoint, env, device)
         num_taus = train_config.num_acting_taus
         acting_network = SampledTausQNetwork(network, num_taus, torch.Generator().manual_seed(config.seed))
-        epsilon = run_support.eval_exploration_epsilon(config)
+        epsilon = evaluation.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)
         return EpsilonGreedyActor(acting_network, num_actions, epsilon, rng, device, Iqn.agent_name)
 
-    return run_support.evaluate(config, Iqn.agent_name, build_actor)
+    return evaluation.evaluate(config, Iqn.agent_name, build_actor)
 
 
 if __name__ == "__main__":

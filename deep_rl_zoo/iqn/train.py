@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
@@ -49,7 +49,7 @@ def build_network(config: IqnConfig, observation_shape: tuple[int, ...], num_act
     return IqnNetwork(observation_shape, num_actions, config.hidden_sizes, config.tau_embedding_size)
 
 
-def build_agents(config: IqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: IqnConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
     observation_shape = env.observation_space.shape
     num_actions = int(env.action_space.n)
@@ -76,10 +76,8 @@ def build_agents(config: IqnConfig, env: gym.Env, device: torch.device) -> run_s
         device,
         agent.Iqn.agent_name,
     )
-    return run_support.Agents(train_agent, eval_agent)
+    return training.Agents(train_agent, eval_agent)
 
 
 def main(config: IqnConfig):
-    return run_support.train(
-        config, agent.Iqn.agent_name, lambda env, device: build_agents(config, env, device)
-    )
+    return training.train(config, agent.Iqn.agent_name, lambda env, device: build_agents(config, env, device))

@@ -6,7 +6,7 @@ episodic memory) and records a video:
 
 import dataclasses
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import evaluation
 from deep_rl_zoo.config import run_script
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.ngu.agent import Ngu
@@ -27,10 +27,10 @@ def main(config: NguEvalConfig, agent_name: str = Ngu.agent_name, build=build_ne
         if checkpoint is not None:
             networks.load_state_dict(checkpoint["agent"]["networks"])
         networks.to(device).eval()
-        epsilon = run_support.eval_exploration_epsilon(config)
+        epsilon = evaluation.eval_exploration_epsilon(config)
         return evaluation_actor(saved_config, networks, num_actions, epsilon, config.seed, device, agent_name)
 
-    return run_support.evaluate(
+    return evaluation.evaluate(
         # a plain EvalConfig (no flickering flag) evaluates unobscured
         config,
         agent_name,

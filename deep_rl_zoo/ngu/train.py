@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import exploration, run_support
+from deep_rl_zoo import distributed, exploration
 from deep_rl_zoo.config import field
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import require
@@ -245,7 +245,7 @@ def evaluation_actor(
     )
 
 
-def build_learner(config: NguConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+def build_learner(config: NguConfig, env: gym.Env, device: torch.device) -> distributed.DistributedAgents:
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     networks = build_networks(dataclasses.asdict(config), shape, num_actions).to(device)
     rng = np.random.default_rng(config.seed)
@@ -264,7 +264,7 @@ def build_learner(config: NguConfig, env: gym.Env, device: torch.device) -> run_
         device,
         Ngu.agent_name,
     )
-    return run_support.DistributedAgents(learner, eval_actor)
+    return distributed.DistributedAgents(learner, eval_actor)
 
 
 def actor_for(config: NguConfig, env: gym.Env, device, link: LearnerLink, seed: int, networks, policy, name):
@@ -298,7 +298,7 @@ def build_actor(config: NguConfig, env: gym.Env, device: torch.device, link: Lea
 
 
 def main(config: NguConfig):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config,
         Ngu.agent_name,
         lambda env, device: build_learner(config, env, device),

@@ -6,7 +6,7 @@ probable action (a sample on Atari: --eval_sample_actions), continuous ones the 
 
 import dataclasses
 
-from deep_rl_zoo import run_support, unrolls
+from deep_rl_zoo import evaluation, unrolls
 from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.ppo.agent import Ppo
@@ -28,7 +28,7 @@ def main(config: PolicyEvalConfig) -> list[float]:
             env.action_space,
         )
 
-    return run_support.evaluate(config, Ppo.agent_name, build_actor, action_space="any")
+    return evaluation.evaluate(config, Ppo.agent_name, build_actor, action_space="any")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import optimization, run_support, unrolls
+from deep_rl_zoo import distributed, optimization, unrolls
 from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
@@ -20,7 +20,7 @@ from deep_rl_zoo.schedules import LinearSchedule
 
 
 @dataclasses.dataclass(frozen=True)
-class PpoConfig(PolicyEvaluation, run_support.DistributedConfig):
+class PpoConfig(PolicyEvaluation, distributed.DistributedConfig):
     """PPO hyper-parameters. The defaults are the classic-control ones, tuned here on CartPole-v1:
     RL Baselines3 Zoo's tuned CartPole setting (gamma 0.98, lambda 0.8, Adam 1e-3 decayed to 0, no
     entropy bonus) with 4 actors x 256 steps and 10 epochs of minibatches of 512: 20 gradient steps
@@ -58,7 +58,7 @@ class PpoConfig(PolicyEvaluation, run_support.DistributedConfig):
 
 
 def check_ranges(
-    config: run_support.DistributedConfig,
+    config: distributed.DistributedConfig,
     *,
     positive: tuple[str, ...],
     unit_interval: tuple[str, ...],
@@ -81,7 +81,7 @@ def check_ranges(
     )
 
 
-def learning_rate_schedule(config: run_support.DistributedConfig) -> LinearSchedule:
+def learning_rate_schedule(config: distributed.DistributedConfig) -> LinearSchedule:
     """Adam's learning rate over the env steps learned from: `--learning_rate` throughout, or decayed
     linearly to 0 at the run's last update with `--anneal_learning_rate`."""
     batch = config.num_actors * config.num_envs * config.unroll_length  # transitions per update
@@ -111,7 +111,7 @@ def build_network(config: PpoConfig, env: gym.Env) -> NormalizedNetwork:
     return NormalizedNetwork(network, normalizer)
 
 
-def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> distributed.DistributedAgents:
     """The learner and a greedy evaluation actor sharing its network (in the learner process)."""
     network = build_network(config, env).to(device)
     learner = Ppo(
@@ -139,7 +139,7 @@ def build_learner(config: PpoConfig, env: gym.Env, device: torch.device) -> run_
         PolicyGreedyActor(network, device, Ppo.agent_name, config.evaluation_samples_actions()),
         env.action_space,
     )
-    return run_support.DistributedAgents(learner, eval_agent)
+    return distributed.DistributedAgents(learner, eval_agent)
 
 
 def build_actor(
@@ -153,7 +153,7 @@ def build_actor(
 
 
 def unroll_actor(
-    config: run_support.DistributedConfig,
+    config: distributed.DistributedConfig,
     env: gym.Env,
     device: torch.device,
     link: LearnerLink,
@@ -176,7 +176,7 @@ def unroll_actor(
 
 
 def main(config: PpoConfig, action_space: str = "discrete"):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config,
         Ppo.agent_name,
         lambda env, device: build_learner(config, env, device),

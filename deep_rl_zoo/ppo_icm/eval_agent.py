@@ -5,7 +5,7 @@ video of the first episode:
 
 import dataclasses
 
-from deep_rl_zoo import run_support, unrolls
+from deep_rl_zoo import evaluation, unrolls
 from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.ppo_icm.agent import PpoIcm
@@ -27,7 +27,7 @@ def main(config: PolicyEvalConfig) -> list[float]:
             unrolls.policy_part(network), device, PpoIcm.agent_name, config.evaluation_samples_actions()
         )
 
-    return run_support.evaluate(config, PpoIcm.agent_name, build_actor)
+    return evaluation.evaluate(config, PpoIcm.agent_name, build_actor)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import optimization, run_support, unrolls
+from deep_rl_zoo import distributed, environments, optimization, unrolls
 from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import curiosity, policy
@@ -18,7 +18,7 @@ from deep_rl_zoo.runtime import LearnerLink
 
 
 @dataclasses.dataclass(frozen=True)
-class PpoIcmConfig(PolicyEvaluation, run_support.DistributedConfig):
+class PpoIcmConfig(PolicyEvaluation, distributed.DistributedConfig):
     """PPO-ICM hyper-parameters. The defaults are the classic-control ones, tuned here on MountainCar-v0;
     run_atari has Pathak et al.'s ICM setting (eta 0.01, beta 0.2, Adam 1e-3) on PPO's Atari setting.
 
@@ -77,11 +77,11 @@ def build_network(config: PpoIcmConfig, env: gym.Env) -> NormalizedNetwork:
     network = policy.build_actor_critic_network(
         shape, int(env.action_space.n), config.hidden_sizes, shared_torso=config.shared_torso
     )
-    use_normalizer = config.normalize_observations and not run_support.is_atari_config(config)
+    use_normalizer = config.normalize_observations and not environments.is_atari_config(config)
     return NormalizedNetwork(network, ObservationNormalizer(tuple(shape)) if use_normalizer else None)
 
 
-def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> distributed.DistributedAgents:
     """The learner and a greedy evaluation actor sharing its network (in the learner process)."""
     network = build_network(config, env).to(device)
     icm = curiosity.IntrinsicCuriosityModule(
@@ -117,7 +117,7 @@ def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> r
     eval_agent = PolicyGreedyActor(
         unrolls.policy_part(network), device, PpoIcm.agent_name, config.evaluation_samples_actions()
     )
-    return run_support.DistributedAgents(learner, eval_agent)
+    return distributed.DistributedAgents(learner, eval_agent)
 
 
 def build_actor(
@@ -130,6 +130,6 @@ def build_actor(
 
 
 def main(config: PpoIcmConfig):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config, PpoIcm.agent_name, lambda env, device: build_learner(config, env, device), build_actor
     )

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import optimization, run_support, unrolls
+from deep_rl_zoo import distributed, environments, optimization, unrolls
 from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
@@ -19,7 +19,7 @@ from deep_rl_zoo.runtime import LearnerLink
 
 
 @dataclasses.dataclass(frozen=True)
-class PpoRndConfig(PolicyEvaluation, run_support.DistributedConfig):
+class PpoRndConfig(PolicyEvaluation, distributed.DistributedConfig):
     """PPO-RND hyper-parameters. The defaults are the classic-control ones, tuned here on MountainCar-v0;
     run_atari has the paper's Atari setting (Burda et al. 2018, appendix A.4).
 
@@ -85,7 +85,7 @@ def build_network(config: PpoRndConfig, env: gym.Env) -> NormalizedNetwork:
     """The policy with two value heads, behind the policy's observation normaliser on vectors."""
     shape = env.observation_space.shape
     network = curiosity.build_two_value_actor_critic(shape, int(env.action_space.n), config.hidden_sizes)
-    use_normalizer = config.normalize_observations and not run_support.is_atari_config(config)
+    use_normalizer = config.normalize_observations and not environments.is_atari_config(config)
     return NormalizedNetwork(network, ObservationNormalizer(tuple(shape)) if use_normalizer else None)
 
 
@@ -97,7 +97,7 @@ def acting_policy(network: NormalizedNetwork) -> nn.Module:
     return network
 
 
-def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> distributed.DistributedAgents:
     """The learner and a greedy evaluation actor sharing its network (in the learner process)."""
     network = build_network(config, env).to(device)
     rnd = curiosity.RandomNetworkDistillation(
@@ -134,7 +134,7 @@ def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> r
             else None
         ),
     )
-    return run_support.DistributedAgents(
+    return distributed.DistributedAgents(
         learner,
         PolicyGreedyActor(
             acting_policy(network), device, PpoRnd.agent_name, config.evaluation_samples_actions()
@@ -152,6 +152,6 @@ def build_actor(
 
 
 def main(config: PpoRndConfig):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config, PpoRnd.agent_name, lambda env, device: build_learner(config, env, device), build_actor
     )

@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.config import field
 from deep_rl_zoo.dqn.train import build_network
 from deep_rl_zoo.prioritized_dqn import agent
@@ -41,7 +41,7 @@ class PrioritizedDqnConfig(replay_q_agents.EpsilonGreedyConfig):
         replay_q_agents.check_prioritized_replay(self)
 
 
-def build_agents(config: PrioritizedDqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: PrioritizedDqnConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
     return replay_q_agents.build_epsilon_greedy_agents(
         config,
@@ -56,6 +56,6 @@ def build_agents(config: PrioritizedDqnConfig, env: gym.Env, device: torch.devic
 
 
 def main(config: PrioritizedDqnConfig):
-    return run_support.train(
+    return training.train(
         config, agent.PrioritizedDqn.agent_name, lambda env, device: build_agents(config, env, device)
     )

@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks.value import QrQNetwork
@@ -40,7 +40,7 @@ def build_network(config: QrDqnConfig, observation_shape: tuple[int, ...], num_a
     return QrQNetwork(observation_shape, num_actions, config.num_quantiles, config.hidden_sizes)
 
 
-def build_agents(config: QrDqnConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: QrDqnConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and an evaluation actor sharing its online network."""
     return replay_q_agents.build_epsilon_greedy_agents(
         config,
@@ -54,6 +54,6 @@ def build_agents(config: QrDqnConfig, env: gym.Env, device: torch.device) -> run
 
 
 def main(config: QrDqnConfig):
-    return run_support.train(
+    return training.train(
         config, agent.QrDqn.agent_name, lambda env, device: build_agents(config, env, device)
     )

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import evaluation
 from deep_rl_zoo.config import QEvalConfig, field, run_script
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
@@ -33,11 +33,11 @@ def main(config: R2d2EvalConfig) -> list[float]:
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()
-        epsilon = run_support.eval_exploration_epsilon(config)
+        epsilon = evaluation.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)
         return RecurrentEpsilonGreedyActor(network, num_actions, epsilon, rng, device, R2d2.agent_name)
 
-    return run_support.evaluate(
+    return evaluation.evaluate(
         config, R2d2.agent_name, build_actor, wrap_env=obscuring_wrapper(config.obscure_probability)
     )
 

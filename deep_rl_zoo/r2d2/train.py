@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import exploration, optimization, run_support
+from deep_rl_zoo import distributed, exploration, optimization
 from deep_rl_zoo.config import field
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
@@ -19,7 +19,7 @@ from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
 
 
 @dataclasses.dataclass(frozen=True)
-class R2d2Config(run_support.DistributedConfig):
+class R2d2Config(distributed.DistributedConfig):
     """R2D2 hyper-parameters. run_atari uses the paper's (Kapturowski et al. 2019, table 2); the defaults
     below are the classic-control ones, chosen here for CartPole-v1.
 
@@ -135,7 +135,7 @@ def _stack_size(observation_shape) -> int:
     return int(observation_shape[0]) if common.is_image_observation(observation_shape) else 1
 
 
-def build_learner(config: R2d2Config, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+def build_learner(config: R2d2Config, env: gym.Env, device: torch.device) -> distributed.DistributedAgents:
     """The learner (online and target networks, prioritized sequence replay) and a greedy evaluation actor."""
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     network = build_network(dataclasses.asdict(config), shape, num_actions).to(device)
@@ -172,7 +172,7 @@ def build_learner(config: R2d2Config, env: gym.Env, device: torch.device) -> run
         device,
         R2d2.agent_name,
     )
-    return run_support.DistributedAgents(learner, eval_actor)
+    return distributed.DistributedAgents(learner, eval_actor)
 
 
 def build_actor(config: R2d2Config, env: gym.Env, device: torch.device, link: LearnerLink, seed: int):
@@ -196,7 +196,7 @@ def build_actor(config: R2d2Config, env: gym.Env, device: torch.device, link: Le
 
 
 def main(config: R2d2Config):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config,
         R2d2.agent_name,
         lambda env, device: build_learner(config, env, device),

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import replay_q_agents, run_support
+from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks.value import build_rainbow_network
@@ -59,7 +59,7 @@ def build_network(
     )
 
 
-def build_agents(config: RainbowConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: RainbowConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and an evaluation actor sharing its online network (mean weights)."""
     observation_shape = env.observation_space.shape
     network = build_network(config, observation_shape, int(env.action_space.n)).to(device)
@@ -70,10 +70,10 @@ def build_agents(config: RainbowConfig, env: gym.Env, device: torch.device) -> r
         importance_sampling_exponent=replay_q_agents.importance_sampling_schedule(config),
         priority_epsilon=config.priority_epsilon,
     )
-    return run_support.Agents(train_agent, agent.MeanNetworkActor(network, device))
+    return training.Agents(train_agent, agent.MeanNetworkActor(network, device))
 
 
 def main(config: RainbowConfig):
-    return run_support.train(
+    return training.train(
         config, agent.Rainbow.agent_name, lambda env, device: build_agents(config, env, device)
     )

@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import optimization, run_support
+from deep_rl_zoo import optimization, training
 from deep_rl_zoo.config import PolicyEvaluation, RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
@@ -36,7 +36,7 @@ class ReinforceConfig(PolicyEvaluation, RunConfig):
         )
 
 
-def build_agents(config: ReinforceConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: ReinforceConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and a greedy evaluation actor sharing its policy network."""
     network = build_actor_network(
         env.observation_space.shape, int(env.action_space.n), config.hidden_sizes
@@ -53,10 +53,10 @@ def build_agents(config: ReinforceConfig, env: gym.Env, device: torch.device) ->
     eval_agent = PolicyGreedyActor(
         network, device, agent.Reinforce.agent_name, config.evaluation_samples_actions()
     )
-    return run_support.Agents(train_agent, eval_agent)
+    return training.Agents(train_agent, eval_agent)
 
 
 def main(config: ReinforceConfig):
-    return run_support.train(
+    return training.train(
         config, agent.Reinforce.agent_name, lambda env, device: build_agents(config, env, device)
     )

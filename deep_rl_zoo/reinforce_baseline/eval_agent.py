@@ -2,7 +2,7 @@
 `python -m deep_rl_zoo.reinforce_baseline.eval_agent --load_checkpoint_file=latest`.
 """
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import evaluation
 from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_network
@@ -22,7 +22,7 @@ def main(config: PolicyEvalConfig) -> list[float]:
             network, device, ReinforceBaseline.agent_name, config.evaluation_samples_actions()
         )
 
-    return run_support.evaluate(config, ReinforceBaseline.agent_name, build_actor)
+    return evaluation.evaluate(config, ReinforceBaseline.agent_name, build_actor)
 
 
 if __name__ == "__main__":

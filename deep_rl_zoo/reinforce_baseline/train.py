@@ -5,7 +5,7 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import optimization, run_support
+from deep_rl_zoo import optimization, training
 from deep_rl_zoo.config import PolicyEvaluation, RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
@@ -38,7 +38,7 @@ class ReinforceBaselineConfig(PolicyEvaluation, RunConfig):
         )
 
 
-def build_agents(config: ReinforceBaselineConfig, env: gym.Env, device: torch.device) -> run_support.Agents:
+def build_agents(config: ReinforceBaselineConfig, env: gym.Env, device: torch.device) -> training.Agents:
     """The learning agent and a greedy evaluation actor sharing its policy network."""
     observation_shape = env.observation_space.shape
     policy_network = build_actor_network(observation_shape, int(env.action_space.n), config.hidden_sizes)
@@ -66,10 +66,10 @@ def build_agents(config: ReinforceBaselineConfig, env: gym.Env, device: torch.de
     eval_agent = PolicyGreedyActor(
         policy_network, device, agent.ReinforceBaseline.agent_name, config.evaluation_samples_actions()
     )
-    return run_support.Agents(train_agent, eval_agent)
+    return training.Agents(train_agent, eval_agent)
 
 
 def main(config: ReinforceBaselineConfig):
-    return run_support.train(
+    return training.train(
         config, agent.ReinforceBaseline.agent_name, lambda env, device: build_agents(config, env, device)
     )

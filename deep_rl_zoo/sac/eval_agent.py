@@ -5,7 +5,7 @@ video of the first episode:
 
 import dataclasses
 
-from deep_rl_zoo import run_support
+from deep_rl_zoo import evaluation
 from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.sac.agent import Sac
@@ -26,7 +26,7 @@ def main(config: PolicyEvalConfig) -> list[float]:
         network.to(device).eval()
         return PolicyGreedyActor(network, device, Sac.agent_name, config.evaluation_samples_actions())
 
-    return run_support.evaluate(config, Sac.agent_name, build_actor)
+    return evaluation.evaluate(config, Sac.agent_name, build_actor)
 
 
 if __name__ == "__main__":

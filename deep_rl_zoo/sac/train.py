@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import optimization, run_support, unrolls
+from deep_rl_zoo import distributed, optimization, unrolls
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
@@ -20,7 +20,7 @@ from deep_rl_zoo.sac.agent import Sac, SacNetworks
 
 
 @dataclasses.dataclass(frozen=True)
-class SacConfig(PolicyEvaluation, run_support.DistributedConfig):
+class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
     """SAC-discrete hyper-parameters. The defaults are the classic-control ones, tuned here on
     CartPole-v1; run_atari uses the paper's Atari setting (Christodoulou 2019, table 1)."""
 
@@ -64,7 +64,7 @@ def build_policy_network(config: SacConfig, env: gym.Env) -> nn.Module:
     )
 
 
-def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> run_support.DistributedAgents:
+def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> distributed.DistributedAgents:
     """The learner (policy, twin Q-networks and targets, replay) and a greedy evaluation actor."""
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     q1 = value.build_q_network(shape, num_actions, config.hidden_sizes)
@@ -96,7 +96,7 @@ def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> run_
         max_grad_norm=config.max_grad_norm,
         device=device,
     )
-    return run_support.DistributedAgents(
+    return distributed.DistributedAgents(
         learner,
         PolicyGreedyActor(networks.policy, device, Sac.agent_name, config.evaluation_samples_actions()),
     )
@@ -122,6 +122,6 @@ def build_actor(
 
 
 def main(config: SacConfig):
-    return run_support.train_distributed(
+    return distributed.train_distributed(
         config, Sac.agent_name, lambda env, device: build_learner(config, env, device), build_actor
     )

@@ -1,0 +1,44 @@
+"""This process's device, seeds, torch thread count and learner precision, set once at the start of a run."""
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.networks import common
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` -> CUDA when available else CPU; an unavailable CUDA device is a ConfigError."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {name!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device={name} but no CUDA device is visible")
+    return device
+
+
+def seed_everything(seed: int, num_threads: int) -> None:
+    """Seeds the global generators that libraries may touch and fixes torch's thread count.
+
+    Our own code draws from explicit `np.random.Generator`s; this covers torch's default generator
+    (network initialisation) and anything third-party.
+    """
+    random.seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002 - third-party code may still use the global RNG
+    torch.manual_seed(seed)
+    torch.set_num_threads(num_threads)
+
+
+def set_learner_precision(config: Any, device: torch.device) -> None:
+    """`--bfloat16` for this (the learner's) process: Nature-CNN torsos compute in bfloat16 autocast.
+    Where the device has no native bfloat16 the run still does as asked, with a one-line warning: it
+    is then slower, not faster (benchmarks/README.md)."""
+    common.set_torso_bfloat16(config.bfloat16)
+    if config.bfloat16 and not common.native_bfloat16(device):
+        print(f"warning: --bfloat16 on {device.type}, which has no native bfloat16: expect it to be slower")

@@ -1,0 +1,164 @@
+"""A run's folders: the fresh or resumed run's name, its log folder and `config.txt`, the checkpoints it
+writes (and the replay beside them), and what `--resume` restores from them."""
+
+import dataclasses
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from deep_rl_zoo import checkpoint, main_loop, trackers
+from deep_rl_zoo.config import RunConfig, field
+from deep_rl_zoo.errors import CheckpointError, ConfigError
+
+
+class ResumePoint(NamedTuple):
+    payload: dict  # the checkpoint's contents
+    path: str  # the checkpoint file
+    checkpoint_folder: str  # the run's checkpoint folder: the resumed run keeps writing there
+
+
+def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: str) -> ResumePoint | None:
+    """For --resume, the newest run with this agent, environment and --tag; else None (a fresh run)."""
+    if not config.resume:
+        return None
+    latest = checkpoint.find_run_checkpoint(
+        config.checkpoint_dir, agent_name, config.environment_name, checkpoint.LATEST, tag=config.tag
+    )
+    if latest is None:
+        tagged = f" tagged {config.tag!r}" if config.tag else " without a --tag"
+        raise ConfigError(
+            f"--resume: no {agent_name} checkpoint for {config.environment_name}{tagged} in {config.checkpoint_dir}"
+        )
+    payload = checkpoint.load_checkpoint(latest, agent_name, environment_id)
+    print(f"resuming from {latest}", file=sys.stderr)
+    return ResumePoint(payload, latest, os.path.dirname(latest))
+
+
+def restore_or_start(config: RunConfig, agent: Any, resume: ResumePoint | None) -> main_loop.LoopState:
+    """Loads the agent's state and the loop's position from a resume checkpoint, or starts afresh."""
+    if resume is None:
+        return main_loop.LoopState()
+    agent.load_state_dict(resume.payload["agent"])
+    loop_state = main_loop.LoopState.from_state_dict(resume.payload["loop"])
+    if loop_state.next_iteration >= config.num_iterations:
+        raise ConfigError(
+            f"--resume: the run already finished {loop_state.next_iteration} of --num_iterations="
+            f"{config.num_iterations} iterations; raise --num_iterations to train further"
+        )
+    return loop_state
+
+
+def open_run(
+    config: RunConfig, agent_name: str, loop_state: main_loop.LoopState, resume: ResumePoint | None
+) -> tuple[trackers.RunLogger, str]:
+    """The run's logger and checkpoint folder: the resumed run's, or a new pair sharing one fresh name.
+
+    A new run is `<AGENT>_<env>[_<tag>]`, with `-2`, `-3`... when that name is taken under --runs_dir
+    or --checkpoint_dir, so runs of a --tag sweep never collide and nothing is ever overwritten.
+    """
+    if resume is not None:
+        checkpoint_folder = resume.checkpoint_folder
+        # A run's two folders share one name, so the resumed run logs to that name under the --runs_dir
+        # given now, not to the folder the checkpoint remembers: a checkpoint copied elsewhere and resumed
+        # there must not write into the original run's logs.
+        name = os.path.basename(os.path.abspath(checkpoint_folder))
+        loop_state.run_dir = os.path.join(config.runs_dir, name)
+        os.makedirs(loop_state.run_dir, exist_ok=True)
+    else:
+        name = checkpoint.new_run_name(
+            [config.runs_dir, config.checkpoint_dir],
+            checkpoint.run_name(agent_name, config.environment_name, config.tag),
+        )
+        loop_state.run_dir = os.path.join(config.runs_dir, name)
+        checkpoint_folder = os.path.join(config.checkpoint_dir, name)
+    _write_config(loop_state.run_dir, config, agent_name)
+    logger = trackers.RunLogger(
+        run_dir=loop_state.run_dir,
+        use_tensorboard=config.use_tensorboard,
+        results_csv_path=config.results_csv_path or os.path.join(loop_state.run_dir, "results.csv"),
+        debug_screenshots_interval=config.debug_screenshots_interval,
+    )
+    return logger, checkpoint_folder
+
+
+def checkpoint_replay_field() -> Any:
+    """The `checkpoint_replay` flag of the replay agents' configs (see `checkpoint_saver`)."""
+    return field(
+        False,
+        "Also save the replay (each Atari frame once) beside every checkpoint, so that --resume "
+        "continues exactly; only the newest iteration's replay file is kept.",
+    )
+
+
+def restore_replay(config: RunConfig, agent_name: str, agent: Any, resume: ResumePoint) -> None:
+    """--resume --checkpoint_replay: loads the replay file beside the resumed checkpoint, if there is one."""
+    path = checkpoint.replay_path(resume.path)
+    if not os.path.isfile(path):
+        print(f"--checkpoint_replay: no replay file {path}; the replay starts empty", file=sys.stderr)
+        return
+    try:
+        agent.replay_writer.load_state_arrays(checkpoint.load_arrays(path))
+    except ValueError as e:
+        raise CheckpointError(f"{path} does not fit this run's replay: {e}") from None
+    print(f"restored {agent.replay_writer.replay.size} transitions from {path}", file=sys.stderr)
+
+
+def checkpoint_saver(
+    config: RunConfig, agent_name: str, environment_id: str, agent: Any, checkpoint_folder: str
+) -> Callable[[int, main_loop.LoopState], str]:
+    """save(iteration, loop_state, interrupted=False) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with
+    the run's flags, and copies it to `<AGENT>_<env>_best.ckpt` when this iteration's evaluation is the
+    best so far; `interrupted`: `<AGENT>_<env>_<iteration>_interrupted.ckpt`, the iteration stopped
+    part-way, which the end of that iteration deletes again.
+
+    With `config.checkpoint_replay`, the agent's replay goes first to `<checkpoint name>.replay.npz`
+    (so a checkpoint never exists without its replay), then the checkpoint, then the earlier replay
+    files are deleted (an Atari replay takes GBs).
+    """
+
+    def save(iteration: int, state: main_loop.LoopState, interrupted: bool = False) -> str:
+        env_name = config.environment_name
+        if interrupted:
+            path = checkpoint.interrupted_checkpoint_path(checkpoint_folder, agent_name, env_name, iteration)
+        else:
+            path = checkpoint.checkpoint_path(checkpoint_folder, agent_name, env_name, iteration)
+        if getattr(config, "checkpoint_replay", False):
+            checkpoint.save_arrays(checkpoint.replay_path(path), agent.replay_writer.state_arrays())
+        checkpoint.save_checkpoint(
+            path,
+            agent_name,
+            environment_id,
+            iteration,
+            agent.state_dict(),
+            state.state_dict(),
+            config=dataclasses.asdict(config),
+        )
+        if state.best_iteration == iteration and not interrupted:
+            best = checkpoint.best_checkpoint_path(checkpoint_folder, agent_name, env_name)
+            checkpoint.copy_checkpoint(path, best)
+        # Superseded now: the interrupted checkpoints this one continues, and every earlier replay file.
+        stale = [
+            checkpoint.interrupted_checkpoint_path(checkpoint_folder, agent_name, env_name, i)
+            for i in range(iteration + (0 if interrupted else 1))
+        ]
+        stale += [checkpoint.replay_path(p) for p in stale]
+        if getattr(config, "checkpoint_replay", False):
+            stale += [
+                checkpoint.replay_path(checkpoint.checkpoint_path(checkpoint_folder, agent_name, env_name, i))
+                for i in range(iteration)
+            ]
+        for stale_path in stale:
+            if os.path.exists(stale_path):
+                os.remove(stale_path)
+        return path
+
+    return save
+
+
+def _write_config(run_dir: str, config: Any, agent_name: str) -> None:
+    """Appends the run's flags (again on every resume) to `config.txt` as `name=value` lines."""
+    with open(os.path.join(run_dir, "config.txt"), "a") as f:
+        f.write(f"agent_name={agent_name}\n")
+        for key, value in dataclasses.asdict(config).items():
+            f.write(f"{key}={value}\n")
