@@ -2,6 +2,8 @@
 
 Defaults follow the Nature DQN (Mnih et al. 2015), with a smaller replay so it fits a laptop; pass
 `--replay_capacity=1000000` for the paper's setting (about 7 GB thanks to storing each frame once).
+Also changed: Adam (lr 1e-4, eps 1.5e-4) in place of the paper's RMSProp, and the gradient's global norm
+clipped at 10 on top of the Huber loss (`--max_grad_norm=0` turns the clip off).
 """
 
 from deep_rl_zoo.config import run_script

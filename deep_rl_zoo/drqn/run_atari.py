@@ -2,7 +2,9 @@
 
 As in Hausknecht & Stone 2015 the network sees one frame per step (`environment_frame_stack=1`) and
 has to remember the rest; sequences of 10 learned steps (no burn-in in the paper; 10 here), Adadelta
-in the paper, Adam here. The sequence replay stores frame handles, so each frame is kept once.
+in the paper, Adam here. The bootstrap action is the online network's (double Q-learning,
+`--double_q`), not the paper's max over the target network (`--nodouble_q`).
+The sequence replay stores frame handles, so each frame is kept once.
 """
 
 from deep_rl_zoo.config import run_script

@@ -17,7 +17,7 @@ DEFAULTS = {
     "replay_capacity": 200_000,
     "min_replay_size": 50_000,
     "batch_size": 32,
-    "learning_rate": 2.5e-5,  # the paper's step size divided by 4
+    "learning_rate": 2.5e-5,  # DQN's Adam 1e-4 divided by 4, as the paper divides its RMSProp 2.5e-4
     "adam_eps": 1.5e-4,
     "learn_interval": 4,
     "target_network_update_period": 7500,  # 30,000 env steps at one gradient step per 4

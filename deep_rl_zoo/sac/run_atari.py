@@ -2,9 +2,10 @@
 `python -m deep_rl_zoo.sac.run_atari --num_actors=16 --actors_on_gpu`.
 
 Defaults follow Christodoulou 2019 (table 1): Adam 3e-4, batch 64, gamma 0.99, a gradient step every
-4 env steps, 20k random-policy steps before learning, target entropy 0.98 log |A|; Polyak-averaged
-targets here (tau 1 / 8000) in place of the paper's hard copy every 8000 steps, and a replay of 300k
-transitions (frames kept once) in place of 1M.
+4 env steps, 20k env steps before learning (here of the actors' initial policy, not of a uniformly
+random one), target entropy 0.98 log |A|; Polyak-averaged targets here (tau 1 / 8000) in place of
+the paper's hard copy every 8000 steps, and a replay of 300k transitions (frames kept once) in place
+of 1M.
 """
 
 from deep_rl_zoo.config import run_script
