@@ -82,7 +82,8 @@ class RunConfig:
     bfloat16: bool = field(
         False,
         "Atari: the learner's Nature-CNN torso computes in bfloat16 autocast (weights, heads and losses "
-        "stay float32); 1.3-1.6x faster learner steps on a CPU with avx512_bf16, slower without it.",
+        "stay float32). Faster where the CPU or GPU multiplies bfloat16 natively (avx512_bf16, AMX), slower "
+        "elsewhere; see benchmarks/README.md.",
     )
     show_progress: bool = field(True, "Show a progress bar on the console.")
 

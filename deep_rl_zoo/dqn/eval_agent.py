@@ -1,5 +1,8 @@
 """Plays a trained DQN greedily and records a video:
-`python -m deep_rl_zoo.dqn.eval_agent --environment_name=Pong --load_checkpoint_file=./checkpoints/DQN_Pong_0.ckpt`.
+`python -m deep_rl_zoo.dqn.eval_agent --environment_name=Pong --load_checkpoint_file=best`.
+
+`--load_checkpoint_file` takes `latest` (the newest run's last iteration), `best` (its best evaluation), a
+run folder such as `checkpoints/DQN_Pong`, or a file such as `checkpoints/DQN_Pong/DQN_Pong_3.ckpt`.
 """
 
 from deep_rl_zoo import replay_q_agents

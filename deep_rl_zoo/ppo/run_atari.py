@@ -7,18 +7,9 @@ gamma 0.99, lambda 0.95, gradient norm clipped to 0.5, advantages normalised per
 clipped and a lost life terminal for learning only, frames scaled by 1/255 once (in the torso), and a
 Nature CNN torso initialised orthogonally with gain sqrt(2) (policy head 0.01, value head 1).
 
-What differed from them before (a run of the defaults stayed at -21 on Pong after 500k env steps,
-with approx KL ~1e-4, clip fraction 0, a near-uniform policy in every update logged, and 79% of the
-torso's features dead): the torso kept PyTorch's default initialisation, sqrt(6) times smaller per
-layer than the references' orthogonal sqrt(2), so its features on Pong screens averaged 0.008
-instead of 0.16 and the logits' spread across screens was 3e-6 instead of 9e-5. The first 12 updates
-alone do not tell the two apart (seed 1, one process with 8 envs, the network's draw not fixed):
-approx KL 1.5e-5..7.6e-4 and clip fraction 0..0.018 with the default torso, 2.5e-4..2.6e-3 and up to
-0.055 with the orthogonal one (3 epochs), both near the low end of what Stable-Baselines3's PPO
-shows on Pong (approx KL 4e-4..3e-3, clip fraction up to 0.10 over its first 11 updates); whether
-the stall is gone is for a run of 1-2M env steps to show. 4 epochs instead of the paper's 3: what SB3's RL Zoo
-and CleanRL run. `value_coef` 1.0 on the zoo's 0.5 * squared error is SB3's vf_coef 0.5 on the mean
-squared error (CleanRL's 0.5 on half the squared error weighs the critic half as much).
+Two settings differ from the paper and follow RL Zoo and CleanRL instead: 4 epochs rather than 3, and
+`value_coef` 1.0 on the zoo's 0.5 * squared error, which is SB3's vf_coef 0.5 on the mean squared error.
+Evaluation samples actions from the policy (`--noeval_sample_actions` for arg-max; docs/findings.md).
 """
 
 from deep_rl_zoo.config import run_script
