@@ -1,4 +1,4 @@
-"""README's table of the DQN scripts' flags says what the configs say: every default in its "classic
+"""The table of the DQN scripts' flags in docs/flags.md says what the configs say: every default in its "classic
 default" and "Atari default" columns is compared with `dqn.train.DqnConfig` as `run_classic` and
 `run_atari` build it, and every flag of those scripts appears in the table."""
 
@@ -11,7 +11,7 @@ import pytest
 from deep_rl_zoo.config import ATARI_FIELDS
 from deep_rl_zoo.dqn import run_atari, run_classic, train
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+FLAGS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "flags.md"
 HEADER = "| flag | classic default | Atari default | meaning |"
 
 
@@ -42,7 +42,7 @@ def expand(names: list[str], field_names: set[str]) -> list[str]:
 
 
 def cell_value(text: str, default):
-    """The README's spelling of a value, as the field's type."""
+    """The table's spelling of a value, as the field's type."""
     if text in ("(run folder)", "''"):
         return ""
     if isinstance(default, bool):
@@ -75,7 +75,7 @@ def compare(names, cell, config, flag_kind):
 
 @pytest.fixture(scope="module")
 def table():
-    return parse_flag_table(README.read_text())
+    return parse_flag_table(FLAGS_PAGE.read_text())
 
 
 def test_readme_dqn_table_matches_the_classic_and_atari_defaults(table):
@@ -90,7 +90,7 @@ def test_readme_dqn_table_matches_the_classic_and_atari_defaults(table):
         )
         atari_cell = classic_cell if atari_cell == "same" else atari_cell
         mismatches.update({f"Atari {k}": v for k, v in compare(names, atari_cell, atari, "atari").items()})
-    assert not mismatches, f"README says (value, config says): {mismatches}"
+    assert not mismatches, f"docs/flags.md says (value, config says): {mismatches}"
 
 
 def test_readme_dqn_table_lists_every_flag(table):
