@@ -98,6 +98,8 @@ def problems_of(module: str, arguments: list[str]) -> list[str]:
     if importlib.util.find_spec(module) is None:
         return [f"no module {module}"]
     if module == "deep_rl_zoo.plot":
+        if not arguments:  # the module named in prose, not a command
+            return []
         try:
             plot.parse_args(arguments)
         except SystemExit:
