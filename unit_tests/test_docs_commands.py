@@ -1,6 +1,7 @@
 """The commands the documentation shows are commands that run: every `python -m deep_rl_zoo.X ...` in
 README.md, QUICK_START.md, docs/**/*.md and the run scripts' own docstrings (their `-h` text) names a module
-that exists and only flags that module defines, and every `python benchmarks/X.py` names a file that exists.
+that exists and only flags that module defines, and every `python benchmarks/X.py` (or `mutation/X.py`)
+names a file that exists.
 
 In-process (quick tier): each script's flags are read from the config dataclass its `run_script(...)` call
 names, by running the script as `__main__` with `run_script` replaced by a recorder. No flag is parsed and
@@ -38,7 +39,7 @@ DOCUMENTS = [
 ABSL_FLAGS = {"help", "helpfull", "helpshort", "helpxml", "flagfile", "undefok", "only_check_args", "h", "?"}
 
 COMMAND = re.compile(r"python -m (deep_rl_zoo[\w.]*)")
-BENCHMARK = re.compile(r"python (benchmarks/[\w./-]+\.py)")
+BENCHMARK = re.compile(r"python ((?:benchmarks|mutation)/[\w./-]+\.py)")
 
 
 def module_name(path: str) -> str:
