@@ -5,6 +5,12 @@
 
 What it reads is what every run writes into its folder: `results.csv` (one row per iteration) and, unless
 the run had `--nouse_tensorboard`, TensorBoard event files (every training episode, learner statistics).
+A published run under `results/` has `episodes.csv` (every training episode) instead of event files:
+
+    python -m deep_rl_zoo.plot results/atari/Pong --output=docs/images/pong.png   # every run below it
+
+A game's folder may hold `references.txt` (`random play=-20.7  # source`): its scores are drawn as lines,
+like `--reference`.
 A metric is a TensorBoard tag (`eval/mean_episode_return`, `train/episode_return`, `learner/loss`); the
 CSV's columns count too, under the same names (`learner_loss` -> `learner/loss`), so runs without
 TensorBoard can still be drawn. The x-axis is always training env steps.
@@ -26,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from deep_rl_zoo.errors import ConfigError, exit_on_error
+from deep_rl_zoo.results import folders
 
 DEFAULT_METRICS = ("eval/mean_episode_return", "train/episode_return")
 # A metric a run may lack, and what stands in for it: without TensorBoard only the CSV's per-iteration
@@ -174,6 +181,10 @@ def read_run(run_dir: str) -> Run:
     metrics = read_results_csv(csv_path) if os.path.isfile(csv_path) else {}
     if _has_event_files(run_dir):
         metrics.update(read_tensorboard(run_dir))
+    elif os.path.isfile(os.path.join(run_dir, folders.EPISODES_CSV)):  # a published run (results/)
+        episodes = folders.read_episodes(os.path.join(run_dir, folders.EPISODES_CSV))
+        metrics["train/episode_return"] = Series(episodes.steps, episodes.returns)
+        metrics["train/episode_length"] = Series(episodes.steps, episodes.lengths.astype(np.float64))
     if not metrics:
         raise ConfigError(
             f"{run_dir} holds no results.csv row and no TensorBoard scalar yet (a run writes them at the end "
@@ -191,20 +202,45 @@ def _is_run_folder(path: str) -> bool:
 
 
 def expand_run_folders(paths: Sequence[str]) -> list[str]:
-    """Run folders as given; a folder of run folders (e.g. `runs/`) stands for every run folder in it."""
+    """Run folders as given; any other folder (`runs/`, `results/atari/`) stands for every run folder below
+    it, at any depth."""
     expanded = []
     for path in paths:
         if os.path.isdir(path) and not _is_run_folder(path):
-            children = sorted(
-                os.path.join(path, name)
-                for name in os.listdir(path)
-                if os.path.isdir(os.path.join(path, name)) and _is_run_folder(os.path.join(path, name))
+            below = sorted(
+                directory
+                for directory, _, _ in os.walk(path)
+                if directory != path and _is_run_folder(directory)
             )
-            if children:
-                expanded.extend(children)
+            if below:
+                expanded.extend(below)
                 continue
         expanded.append(path)
     return expanded
+
+
+def folder_references(
+    runs: Sequence[Run], given: Sequence[tuple[str, float]] = ()
+) -> list[tuple[str, float]]:
+    """The scores of `references.txt` in the folders holding the runs (a published game's folder), once
+    each, then the `given` ones (--reference), which replace a file's score of the same label.
+
+    Raises:
+      ConfigError: more lines than `REFERENCE_STYLES` can draw.
+    """
+    labels = {label for label, _ in given}
+    references: list[tuple[str, float]] = []
+    for game_dir in dict.fromkeys(os.path.dirname(os.path.abspath(run.path)) for run in runs):
+        references += [
+            r for r in folders.read_references(game_dir) if r not in references and r[0] not in labels
+        ]
+    references += given
+    if len(references) > len(REFERENCE_STYLES):
+        raise ConfigError(
+            f"at most {len(REFERENCE_STYLES)} reference lines, got {len(references)} (--reference and the runs' "
+            "references.txt)"
+        )
+    return references
 
 
 # --- Grouping seeds and averaging ---
@@ -531,7 +567,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         action="append",
         default=[],
         help="a score to draw as a dashed line on the return panels, LABEL=NUMBER (repeatable, up to 3), "
-        'e.g. "random play=1.7"',
+        'e.g. "random play=1.7"; a published game\'s references.txt adds its own (a flag with the same '
+        "label wins)",
     )
     return parser.parse_args(argv)
 
@@ -544,6 +581,7 @@ def main(argv: Sequence[str] | None = None) -> list[Panel]:
     references = parse_references(args.reference)
     metrics = [m.strip() for value in (args.metric or DEFAULT_METRICS) for m in value.split(",") if m.strip()]
     runs = [read_run(path) for path in expand_run_folders(args.run_dirs)]
+    references = folder_references(runs, references)
     panels = build_panels(runs, metrics, band=args.band, smooth=args.smooth, group=not args.nogroup)
     draw(panels, args.output, args.band, threshold=_reward_threshold(runs), references=references)
     curves = sum(len(p.curves) for p in panels) // max(len(panels), 1)

@@ -1,0 +1,163 @@
+"""One published run folder under `results/`: its files, their formats, and what makes it publishable."""
+
+import csv
+import io
+import os
+import re
+from typing import NamedTuple
+
+import numpy as np
+
+from deep_rl_zoo.errors import ConfigError
+
+CONFIG_TXT = "config.txt"
+RESULTS_CSV = "results.csv"
+EPISODES_CSV = "episodes.csv"
+COMMAND_TXT = "command.txt"
+FILES = (CONFIG_TXT, RESULTS_CSV, EPISODES_CSV, COMMAND_TXT)
+REFERENCES_TXT = "references.txt"  # in the game's folder, beside its runs: scores to compare against
+EPISODES_COLUMNS = ("train_env_steps", "episode_return", "episode_length")
+MAX_FOLDER_BYTES = 1_000_000
+# A path of this machine: `/home/...`, `/tmp/x/`, `~/...`, `C:\...`, at the start of a value or after a
+# separator (`ALE/Pong-v5` is no path: its slash follows a letter).
+_MACHINE_PATH = re.compile(r"""(?:^|[\s=:'"(,])(/[\w.+-]+/|/[\w.+-]+$|~/|[A-Za-z]:\\)""", re.MULTILINE)
+
+
+class Episodes(NamedTuple):
+    """Every whole training episode of a run, in the order they ended."""
+
+    steps: np.ndarray  # [N] int, training env steps when the episode ended
+    returns: np.ndarray  # [N] raw (unclipped) game score
+    lengths: np.ndarray  # [N] int, env steps
+
+
+def episodes_text(episodes: Episodes) -> str:
+    """`episodes.csv`: a header of `EPISODES_COLUMNS`, then one line per episode."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(EPISODES_COLUMNS)
+    for step, value, length in zip(
+        episodes.steps.tolist(), episodes.returns.tolist(), episodes.lengths.tolist(), strict=True
+    ):
+        writer.writerow([step, f"{value:g}", length])
+    return out.getvalue()
+
+
+def read_episodes(path: str) -> Episodes:
+    """`episodes.csv` as `episodes_text` writes it.
+
+    Raises:
+      ConfigError: the file lacks one of `EPISODES_COLUMNS`.
+    """
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in EPISODES_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ConfigError(
+                f"{path} has no column {', '.join(missing)} (expected {','.join(EPISODES_COLUMNS)})"
+            )
+        rows = list(reader)
+    return Episodes(
+        np.array([int(r["train_env_steps"]) for r in rows], dtype=np.int64),
+        np.array([float(r["episode_return"]) for r in rows], dtype=np.float64),
+        np.array([int(r["episode_length"]) for r in rows], dtype=np.int64),
+    )
+
+
+def read_name_values(path: str) -> dict[str, str]:
+    """`name=value` lines (config.txt, command.txt); a name written again (a resume) takes the last value."""
+    return {name: values[-1] for name, values in read_all_name_values(path).items()}
+
+
+def read_all_name_values(path: str) -> dict[str, list[str]]:
+    """`name=value` lines, each name with every value it was given (config.txt: once per session)."""
+    values: dict[str, list[str]] = {}
+    with open(path) as f:
+        for line in f:
+            name, sep, value = line.rstrip("\n").partition("=")
+            if sep:
+                values.setdefault(name, []).append(value)
+    return values
+
+
+def read_references(game_dir: str) -> list[tuple[str, float]]:
+    """`references.txt` of a game's folder: `LABEL=NUMBER` lines, each with its source after `#`, e.g.
+    `random play=-20.7  # Mnih et al. 2015, Extended Data Table 2`; [] without the file.
+
+    Raises:
+      ConfigError: a line is not `LABEL=NUMBER`.
+    """
+    path = os.path.join(game_dir, REFERENCES_TXT)
+    if not os.path.isfile(path):
+        return []
+    references = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            label, sep, value = text.rpartition("=")
+            try:
+                references.append((label.strip(), float(value)))
+            except ValueError:
+                sep = ""
+            if not sep or not label.strip():
+                raise ConfigError(
+                    f'{path}:{number}: expected LABEL=NUMBER, e.g. "random play=-20.7"; got {text!r}'
+                )
+    return references
+
+
+def published_name(config: dict[str, str]) -> str:
+    """A published run's folder name, `<AGENT>_<env>[_<tag>]_s<seed>`, from its `config.txt`."""
+    from deep_rl_zoo import checkpoint  # imports torch: only when a name is needed, not for plotting
+
+    name = checkpoint.run_name(config["agent_name"], config["environment_name"], config.get("tag", ""))
+    return f"{name}_s{config['seed']}"
+
+
+def find_published(results_root: str) -> list[str]:
+    """Every folder under `results_root` (at any depth) holding one of a published run's files, sorted."""
+    found = []
+    for directory, subdirectories, names in os.walk(results_root):
+        subdirectories.sort()
+        if any(name in FILES for name in names):
+            found.append(directory)
+    return sorted(found)
+
+
+def machine_paths(text: str) -> list[str]:
+    """The paths of some machine in `text` (`/tmp/x/runs`, `~/runs`), as found."""
+    return [m.group(1) for m in _MACHINE_PATH.finditer(text)]
+
+
+def strip_machine_path(value: str) -> str:
+    """An absolute path cut to its last part (`/tmp/x/runs` -> `runs`); any other value unchanged."""
+    if value.startswith(("/", "~")) or re.match(r"[A-Za-z]:\\", value):
+        return os.path.basename(os.path.normpath(value.replace("\\", "/"))) or "."
+    return value
+
+
+def folder_problems(folder: str) -> list[str]:
+    """Why `folder` is not a publishable run folder (missing files, too big, a machine path): [] if it is."""
+    problems = [f"{folder}: no {name}" for name in FILES if not os.path.isfile(os.path.join(folder, name))]
+    size = 0
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            continue
+        size += os.path.getsize(path)
+        with open(path, errors="replace") as f:
+            found = machine_paths(f.read())
+        if found:
+            problems.append(f"{path}: a path of some machine ({found[0]!r}); publish relative paths only")
+    if size > MAX_FOLDER_BYTES:
+        problems.append(f"{folder}: {size:,} bytes, over the {MAX_FOLDER_BYTES:,} a published run may take")
+    config_path = os.path.join(folder, CONFIG_TXT)
+    if os.path.isfile(config_path):
+        config = read_name_values(config_path)
+        if {"agent_name", "environment_name", "seed"} <= config.keys():
+            expected = published_name(config)
+            if os.path.basename(os.path.normpath(folder)) != expected:
+                problems.append(f"{folder}: its config.txt says the folder is named {expected}")
+    return problems

@@ -1,0 +1,232 @@
+"""Published runs under results/: export from a run folder, the plot reading them, and the tables.
+
+The run folder here is hand-made (config.txt and results.csv as a run writes them, TensorBoard events
+written with the SummaryWriter the zoo uses), so every number in the exported files is known in advance.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from deep_rl_zoo import plot
+from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.results import __main__ as results_main
+from deep_rl_zoo.results import export, folders, tables
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMMAND = "python -m deep_rl_zoo.dqn.run_classic --environment_name=CartPole-v1 --seed=3"
+NAME = "DQN_CartPole-v1_s3"
+
+RESULTS_CSV = (
+    "iteration,train_env_steps,train_mean_episode_return,train_num_episodes,train_steps_per_second,"
+    "eval_mean_episode_return,eval_num_episodes,eval_min_episode_return,eval_max_episode_return,"
+    "eval_std_episode_return,learner_loss\n"
+    # 30 env steps at 10/s: 3 s; then 30 more at 30/s: 1 s. Run: 60 env steps in 4 s = 15 env steps/s.
+    "0,30,13.3,3,10.0,20.0,2,10.0,30.0,10.0,0.5\n"
+    "1,60,22.5,2,30.0,101.5,4,98.0,105.0,2.5,0.25\n"
+)
+
+
+def _write_session(run_dir, file_time, start_wall_time, episodes, seconds):
+    """One process's event file: its episodes (env step, return, length) and an evaluation `seconds` later."""
+    writer = SummaryWriter(log_dir=run_dir)
+    for step, value, length in episodes:
+        writer.add_scalar("train/episode_return", value, step, walltime=start_wall_time)
+        writer.add_scalar("train/episode_length", length, step, walltime=start_wall_time)
+    last_step = episodes[-1][0]
+    writer.add_scalar("eval/mean_episode_return", 1.0, last_step, walltime=start_wall_time + seconds)
+    writer.close()
+    (written,) = [n for n in os.listdir(run_dir) if n.startswith("events.out.tfevents.") and "host" not in n]
+    os.rename(
+        os.path.join(run_dir, written), os.path.join(run_dir, f"events.out.tfevents.{file_time}.host.1.0")
+    )
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A DQN run resumed once: the first session logged episodes up to step 40, crashed after iteration 0's
+    checkpoint (step 30), and the resumed one logged from step 35 on, so its episode at 40 is gone."""
+    run = tmp_path / "runs" / "DQN_CartPole-v1"
+    run.mkdir(parents=True)
+    config = "agent_name=DQN\nenvironment_name=CartPole-v1\nseed=3\ntag=\nruns_dir=/tmp/x/runs\ncheckpoint_dir=/home/u/ck\n"
+    (run / "config.txt").write_text(config + config.replace("tag=\n", "tag=\nresume=True\n"))
+    (run / "results.csv").write_text(RESULTS_CSV)
+    _write_session(str(run), 1000, 100.0, [(10, 10.0, 10), (25, 15.0, 15), (40, 15.0, 15)], seconds=1800)
+    _write_session(str(run), 2000, 9000.0, [(35, 20.0, 20), (60, 25.0, 25)], seconds=1800)
+    return str(run)
+
+
+def _export(run_dir, repo, **kwargs):
+    dest = os.path.join(repo, "results", "classic", "CartPole-v1", NAME)
+    export.export_run(run_dir, dest, COMMAND, cpu_model="Test CPU", **kwargs)
+    return dest
+
+
+def test_export_writes_the_four_files_from_the_run(run_dir, tmp_path):
+    dest = _export(run_dir, str(tmp_path / "repo"))
+    assert sorted(os.listdir(dest)) == ["command.txt", "config.txt", "episodes.csv", "results.csv"]
+    with open(os.path.join(dest, "episodes.csv")) as f:
+        # The resumed session started at step 35: the first session's episode at step 40 was never saved.
+        assert (
+            f.read()
+            == "train_env_steps,episode_return,episode_length\n10,10,10\n25,15,15\n35,20,20\n60,25,25\n"
+        )
+    assert folders.read_name_values(os.path.join(dest, "command.txt")) == {
+        "command": COMMAND,
+        "resume_points": "in iteration 1",  # iteration 0 (step 30) was done when the resumed run began
+        "zoo_version": export.zoo_version(),
+        "cpu_model": "Test CPU",
+        "cpu_native_bfloat16": "unknown",  # another machine's CPU: its flags are not known here
+        "env_steps": "60",
+        "env_steps_per_second": "15",  # 60 env steps in 3 + 1 s of training
+        "wall_time_hours": "1",  # two sessions of 1,800 s each
+    }
+    config = folders.read_name_values(os.path.join(dest, "config.txt"))
+    assert (config["runs_dir"], config["checkpoint_dir"]) == ("runs", "ck")  # no path of this machine
+    with open(os.path.join(dest, "results.csv")) as f:
+        assert f.read() == RESULTS_CSV
+    assert folders.folder_problems(dest) == []
+
+
+def test_export_refuses_bad_input_before_writing(run_dir, tmp_path):
+    repo = str(tmp_path / "repo")
+    dest = os.path.join(repo, "results", "classic", "CartPole-v1", NAME)
+    with pytest.raises(ConfigError, match="DQN_CartPole-v1_s3"):
+        export.export_run(run_dir, dest + "x", COMMAND)
+    with pytest.raises(ConfigError, match="path of this machine"):
+        export.export_run(run_dir, dest, COMMAND + " --runs_dir=/tmp/abc/runs")
+    with pytest.raises(ConfigError, match="--seed=2 but the run's config.txt has seed=3"):
+        export.export_run(run_dir, dest, COMMAND.replace("--seed=3", "--seed=2"))
+    for name in os.listdir(run_dir):
+        if name.startswith("events"):
+            os.remove(os.path.join(run_dir, name))
+    with pytest.raises(ConfigError, match="nouse_tensorboard"):
+        export.export_run(run_dir, dest, COMMAND)
+    assert not os.path.exists(repo)
+
+
+def test_cpu_description_reads_the_model_and_bfloat16_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("model name\t: Some Xeon\nflags\t\t: fpu avx2 avx512f avx512_bf16\n" * 2)
+    assert export.cpu_description(str(cpuinfo)) == ("Some Xeon", "yes: avx512_bf16")
+    cpuinfo.write_text("model name\t: Some EPYC\nflags\t\t: fpu avx2\n")
+    assert export.cpu_description(str(cpuinfo)) == ("Some EPYC", "no")
+
+
+def test_plot_reads_a_published_folder_without_event_files(run_dir, tmp_path):
+    dest = _export(run_dir, str(tmp_path / "repo"))
+    game_dir = os.path.dirname(dest)
+    with open(os.path.join(game_dir, "references.txt"), "w") as f:
+        f.write("random play=22.5  # a test's number\n")
+    (found,) = plot.expand_run_folders([os.path.join(str(tmp_path), "repo", "results")])
+    run = plot.read_run(found)
+    assert run.agent_name == "DQN" and run.name == NAME
+    episodes = run.metrics["train/episode_return"]
+    assert episodes.steps.tolist() == [10, 25, 35, 60] and episodes.values.tolist() == [10, 15, 20, 25]
+    assert run.metrics["train/episode_length"].values.tolist() == [10, 15, 20, 25]
+    assert run.metrics["eval/mean_episode_return"].values.tolist() == [20.0, 101.5]
+    assert plot.folder_references([run]) == [("random play", 22.5)]
+    # A --reference with the same label replaces the file's; another one adds a line.
+    given = [("random play", -1.0), ("human", 9.0)]
+    assert plot.folder_references([run], given) == given
+    (panel,) = plot.build_panels([run], ["train/episode_return"], smooth=2)
+    assert panel.curves[0].mean.tolist() == [10, 12.5, 17.5, 22.5]  # (10 + 15) / 2, (15 + 20) / 2, ...
+
+
+def _repo(tmp_path, run_dir, marker="classic"):
+    repo = tmp_path / "repo"
+    _export(run_dir, str(repo))
+    (repo / "README.md").write_text(
+        f"# Zoo\n\n<!-- results:{marker} -->\nold\n<!-- /results:{marker} -->\n\nend\n"
+    )
+    return str(repo)
+
+
+def test_table_has_one_row_per_folder_with_its_last_evaluation(run_dir, tmp_path):
+    repo = _repo(tmp_path, run_dir)
+    with open(os.path.join(repo, "results", "classic", "CartPole-v1", "references.txt"), "w") as f:
+        f.write("random play=22.5\n")
+    assert tables.update(repo, write=True) == []
+    with open(os.path.join(repo, "README.md")) as f:
+        text = f.read()
+    row = (
+        f"| DQN | CartPole-v1 | 3 | 60 | 101.5 ± 2.5 [98, 105], 4 episodes | 1 | 22.5 | 15 | 1.0 h | Test CPU "
+        f"| [{NAME}](results/classic/CartPole-v1/{NAME}) |\n"
+    )
+    assert (
+        text == f"# Zoo\n\n<!-- results:classic -->\n{tables.HEADER}{row}<!-- /results:classic -->\n\nend\n"
+    )
+    assert tables.update(repo, write=False) == []
+
+
+def test_check_fails_when_a_number_in_a_table_differs_from_its_folder(run_dir, tmp_path):
+    repo = _repo(tmp_path, run_dir)
+    tables.update(repo, write=True)
+    readme = os.path.join(repo, "README.md")
+    with open(readme) as f:
+        text = f.read()
+    with open(readme, "w") as f:
+        f.write(text.replace("101.5 ± 2.5", "110.5 ± 2.5"))
+    (problem,) = tables.update(repo, write=False)
+    assert "results:classic" in problem and "-| DQN | CartPole-v1 | 3 | 60 | 110.5" in problem
+    assert "+| DQN | CartPole-v1 | 3 | 60 | 101.5" in problem
+    with pytest.raises(SystemExit) as exit_info:
+        results_main.main(["table", "--check", f"--repo_root={repo}"])
+    assert exit_info.value.code == 1
+
+
+def test_check_fails_for_a_folder_in_no_table_or_with_a_machine_path(run_dir, tmp_path):
+    repo = _repo(tmp_path, run_dir, marker="atari")
+    tables.update(repo, write=True)
+    (problem,) = tables.update(repo, write=False)
+    assert problem.startswith(f"results/classic/CartPole-v1/{NAME} is in no table")
+    with open(os.path.join(repo, "README.md"), "a") as f:
+        f.write("<!-- results:classic -->\n<!-- /results:classic -->\n")
+    tables.update(repo, write=True)
+    assert tables.update(repo, write=False) == []
+    command_txt = os.path.join(repo, "results", "classic", "CartPole-v1", NAME, "command.txt")
+    with open(command_txt, "a") as f:
+        f.write("note=trained in /home/someone/runs\n")
+    (problem,) = tables.update(repo, write=False)
+    assert "a path of some machine ('/home/')" in problem
+
+
+def test_a_marker_without_its_partner_is_reported(tmp_path):
+    (tmp_path / "README.md").write_text("<!-- results:atari -->\n| old |\n")
+    assert "without its partner" in tables.update(str(tmp_path), write=False)[0]
+
+
+def test_an_indented_marker_is_an_example_not_a_table(tmp_path):
+    text = "    <!-- results:atari -->\n    <!-- /results:atari -->\n"
+    (tmp_path / "README.md").write_text(text)
+    assert tables.update(str(tmp_path), write=True) == []
+    assert (tmp_path / "README.md").read_text() == text
+
+
+def test_the_repository_tables_match_its_results_folders():
+    """README.md and docs/*.md against results/: run `python -m deep_rl_zoo.results table` after publishing."""
+    assert tables.update(REPO_ROOT, write=False) == []
+
+
+def test_machine_paths_are_found_and_names_with_slashes_are_not():
+    assert folders.machine_paths("runs_dir=/tmp/x/runs") == ["/tmp/"]
+    assert folders.machine_paths("command=python --dir=~/runs") == ["~/"]
+    assert folders.machine_paths("environment_name=ALE/Pong-v5\nrandom play=-20.7") == []
+    assert (
+        folders.strip_machine_path("/tmp/x/runs") == "runs"
+        and folders.strip_machine_path("./runs") == "./runs"
+    )
+
+
+def test_episodes_round_trip(tmp_path):
+    episodes = folders.Episodes(np.array([5, 9]), np.array([-21.0, 1.5]), np.array([800, 1200]))
+    path = tmp_path / "episodes.csv"
+    path.write_text(folders.episodes_text(episodes))
+    read = folders.read_episodes(str(path))
+    assert (
+        read.steps.tolist() == [5, 9]
+        and read.returns.tolist() == [-21.0, 1.5]
+        and read.lengths.tolist() == [800, 1200]
+    )
