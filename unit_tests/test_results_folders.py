@@ -47,13 +47,16 @@ def _write_session(run_dir, file_time, start_wall_time, episodes, seconds):
 @pytest.fixture
 def run_dir(tmp_path):
     """A DQN run resumed once: the first session logged episodes up to step 40, crashed after iteration 0's
-    checkpoint (step 30), and the resumed one logged from step 35 on, so its episode at 40 is gone."""
+    checkpoint (step 30), and the resumed one logged from step 35 on, so its episodes at 32 and 40 are
+    gone with the crash."""
     run = tmp_path / "runs" / "DQN_CartPole-v1"
     run.mkdir(parents=True)
     config = "agent_name=DQN\nenvironment_name=CartPole-v1\nseed=3\ntag=\nruns_dir=/tmp/x/runs\ncheckpoint_dir=/home/u/ck\n"
     (run / "config.txt").write_text(config + config.replace("tag=\n", "tag=\nresume=True\n"))
     (run / "results.csv").write_text(RESULTS_CSV)
-    _write_session(str(run), 1000, 100.0, [(10, 10.0, 10), (25, 15.0, 15), (40, 15.0, 15)], seconds=1800)
+    _write_session(
+        str(run), 1000, 100.0, [(10, 10.0, 10), (25, 15.0, 15), (32, 7.0, 7), (40, 8.0, 8)], seconds=1800
+    )
     _write_session(str(run), 2000, 9000.0, [(35, 20.0, 20), (60, 25.0, 25)], seconds=1800)
     return str(run)
 
@@ -68,7 +71,7 @@ def test_export_writes_the_four_files_from_the_run(run_dir, tmp_path):
     dest = _export(run_dir, str(tmp_path / "repo"))
     assert sorted(os.listdir(dest)) == ["command.txt", "config.txt", "episodes.csv", "results.csv"]
     with open(os.path.join(dest, "episodes.csv")) as f:
-        # The resumed session started at step 35: the first session's episode at step 40 was never saved.
+        # The resumed session began at iteration 0's checkpoint (step 30): the episodes at 32 and 40 were lost.
         assert (
             f.read()
             == "train_env_steps,episode_return,episode_length\n10,10,10\n25,15,15\n35,20,20\n60,25,25\n"
@@ -230,3 +233,15 @@ def test_episodes_round_trip(tmp_path):
         and read.returns.tolist() == [-21.0, 1.5]
         and read.lengths.tolist() == [800, 1200]
     )
+
+
+def test_a_session_resumed_from_an_interrupted_checkpoint_keeps_the_episodes_before_it(tmp_path):
+    """Ctrl-C at step 45 saved the iteration part-way; the resumed session goes on from there."""
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    _write_session(run, 1000, 0.0, [(10, 10.0, 10), (40, 30.0, 30)], seconds=60)
+    _write_session(run, 2000, 500.0, [(50, 10.0, 10)], seconds=30)
+    events = export.read_run_events(run, iteration_steps=[30])
+    assert events.episodes.steps.tolist() == [10, 40, 50]
+    assert events.sessions == [export.Session(10, 60.0), export.Session(50, 30.0)]
+    assert export.resume_points(events.sessions, [{"train_env_steps": "30"}]) == "in iteration 1"

@@ -59,11 +59,13 @@ def _event_files(run_dir: str) -> list[str]:
     return [os.path.join(run_dir, n) for n in sorted(names, key=written_at)]
 
 
-def read_run_events(run_dir: str) -> RunEvents:
+def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEvents:
     """Every training episode (its env step, return and length) and the sessions, from the event files.
 
-    A session that starts at an env step an earlier one had passed (resumed from the last iteration's
-    checkpoint after a crash) replaces that earlier one's episodes from there on, as TensorBoard shows it.
+    A session that starts at an env step an earlier one had passed was resumed from an iteration's
+    checkpoint after a crash: the earlier session's episodes after that checkpoint were lost with it. The
+    checkpoint is the last of `iteration_steps` (results.csv's `train_env_steps`) before the session's
+    first step. A session that starts past every earlier step continues them (an interrupted checkpoint).
 
     Raises:
       ConfigError: the run has no event files (it ran with --nouse_tensorboard).
@@ -95,7 +97,10 @@ def read_run_events(run_dir: str) -> RunEvents:
             raise ConfigError(
                 f"{path}: {len(episode_returns)} episode returns but {len(episode_lengths)} lengths"
             )
-        kept = steps < first_step
+        if len(steps) and first_step <= steps.max():
+            kept = steps <= max([s for s in iteration_steps if s < first_step], default=0)
+        else:
+            kept = np.ones(len(steps), dtype=bool)
         new_steps = np.array([e.step for e in episode_returns], dtype=np.int64)
         order = np.argsort(new_steps, kind="stable")  # episodes ending on one step keep their order
         steps = np.concatenate([steps[kept], new_steps[order]])
@@ -260,7 +265,7 @@ def export_run(
     rows = [r for r in csv.DictReader(io.StringIO(results_text)) if r.get("train_env_steps")]
     if not rows:
         raise ConfigError(f"{run_dir}'s results.csv has no iteration yet")
-    events = read_run_events(run_dir)
+    events = read_run_events(run_dir, [int(r["train_env_steps"]) for r in rows])
     speed = env_steps_per_second if env_steps_per_second is not None else training_speed(rows)
     model, bfloat16 = cpu_description()
     fields = {
