@@ -4,6 +4,7 @@ The run folder here is hand-made (config.txt and results.csv as a run writes the
 written with the SummaryWriter the zoo uses), so every number in the exported files is known in advance.
 """
 
+import csv
 import os
 
 import numpy as np
@@ -245,3 +246,34 @@ def test_a_session_resumed_from_an_interrupted_checkpoint_keeps_the_episodes_bef
     assert events.episodes.steps.tolist() == [10, 40, 50]
     assert events.sessions == [export.Session(10, 60.0), export.Session(50, 30.0)]
     assert export.resume_points(events.sessions, [{"train_env_steps": "30"}]) == "in iteration 1"
+
+
+@pytest.mark.smoke
+def test_export_of_a_real_run_has_every_training_episode(tmp_path):
+    from deep_rl_zoo.dqn import train as dqn_train
+
+    config = dqn_train.DqnConfig(
+        environment_name="CartPole-v1",
+        seed=2,
+        num_iterations=2,
+        num_train_steps=300,
+        num_eval_steps=200,
+        replay_capacity=1000,
+        min_replay_size=100,
+        batch_size=16,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    run_dir = dqn_train.main(config).run_dir
+    dest = str(tmp_path / "results" / "classic" / "CartPole-v1" / "DQN_CartPole-v1_s2")
+    command = "python -m deep_rl_zoo.dqn.run_classic --seed=2 --num_iterations=2 --num_train_steps=300"
+    fields = export.export_run(run_dir, dest, command)
+    with open(os.path.join(dest, "results.csv")) as f:
+        rows = list(csv.DictReader(f))
+    episodes = folders.read_episodes(os.path.join(dest, "episodes.csv"))
+    assert len(episodes.steps) == sum(int(r["train_num_episodes"]) for r in rows)
+    assert episodes.lengths.sum() <= 600 and episodes.steps.max() <= 600  # two iterations of 300 env steps
+    assert fields["env_steps"] == "600" and fields["resume_points"] == "none"
+    assert folders.folder_problems(dest) == []
