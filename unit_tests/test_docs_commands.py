@@ -23,7 +23,8 @@ from unittest import mock
 import pytest
 
 from deep_rl_zoo import config as config_module
-from deep_rl_zoo import plot
+from deep_rl_zoo import plot, pretrained
+from deep_rl_zoo.results import __main__ as results_command
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(
@@ -78,6 +79,8 @@ def commands_in(text: str) -> list[tuple[str, list[str]]]:
             continue
         if text[match.start() - 1] == "`":
             rest = rest.split("`", 1)[0]
+        elif text[match.start() - 1] in "\"'":  # a command quoted inside another (results export --command=)
+            rest = rest.split(text[match.start() - 1], 1)[0]
         else:
             rest = re.split(r"(?<!\\)\n", rest, maxsplit=1)[0].split("`", 1)[0]
             rest = rest.replace("\\\n", " ").split(" #", 1)[0]
@@ -95,14 +98,22 @@ def sources() -> list[tuple[str, str]]:
     return texts
 
 
+# The zoo's tools with an argparse command line, each checked by its own parser.
+ARGPARSE_COMMANDS = {
+    "deep_rl_zoo.plot": plot.parse_args,
+    "deep_rl_zoo.results": results_command.parse_args,
+    "deep_rl_zoo.pretrained": pretrained.parse_args,
+}
+
+
 def problems_of(module: str, arguments: list[str]) -> list[str]:
     if importlib.util.find_spec(module) is None:
         return [f"no module {module}"]
-    if module == "deep_rl_zoo.plot":
+    if module in ARGPARSE_COMMANDS:
         if not arguments:  # the module named in prose, not a command
             return []
         try:
-            plot.parse_args(arguments)
+            ARGPARSE_COMMANDS[module](arguments)
         except SystemExit:
             return [f"python -m {module} {' '.join(arguments)}: argparse refuses it"]
         return []

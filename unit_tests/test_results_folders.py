@@ -114,9 +114,9 @@ def test_export_refuses_bad_input_before_writing(run_dir, tmp_path):
 def test_cpu_description_reads_the_model_and_bfloat16_flags(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("model name\t: Some Xeon\nflags\t\t: fpu avx2 avx512f avx512_bf16\n" * 2)
-    assert export.cpu_description(str(cpuinfo)) == ("Some Xeon", "yes: avx512_bf16")
+    assert export.cpu_description(str(cpuinfo)) == ("Some Xeon, AVX-512", "yes: avx512_bf16")
     cpuinfo.write_text("model name\t: Some EPYC\nflags\t\t: fpu avx2\n")
-    assert export.cpu_description(str(cpuinfo)) == ("Some EPYC", "no")
+    assert export.cpu_description(str(cpuinfo)) == ("Some EPYC, AVX2", "no")
 
 
 def test_plot_reads_a_published_folder_without_event_files(run_dir, tmp_path):

@@ -7,7 +7,7 @@ need not be committed; and `command.txt`:
     command=python -m deep_rl_zoo.ppo.run_atari --environment_name=Pong --seed=1
     resume_points=in iteration 3; in iteration 7    (or none; each resume: the command with --resume)
     zoo_version=0.1.0
-    cpu_model=AMD EPYC 7B13
+    cpu_model=AMD EPYC 7B13, AVX2
     cpu_native_bfloat16=no                           (or yes: amx_bf16 avx512_bf16)
     env_steps=10,000,000                             (training env steps)
     env_steps_per_second=812                         (training phases only, over the whole run)
@@ -112,7 +112,7 @@ def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEve
 
 
 def cpu_description(cpuinfo_path: str = "/proc/cpuinfo") -> tuple[str, str]:
-    """This machine's CPU model and whether it has native bfloat16 (`yes: amx_bf16 avx512_bf16` / `no`)."""
+    """This machine's CPU model (with its widest vector unit, AVX2 or AVX-512) and whether it has native bfloat16 (`yes: amx_bf16 avx512_bf16` / `no`)."""
     model, flags = "", set()
     if os.path.isfile(cpuinfo_path):
         with open(cpuinfo_path) as f:
@@ -123,6 +123,9 @@ def cpu_description(cpuinfo_path: str = "/proc/cpuinfo") -> tuple[str, str]:
                 elif name.strip() == "flags" and not flags:
                     flags = set(value.split())
     model = model or platform.processor() or platform.machine() or "unknown"
+    # A virtual machine may name only the family ("AMD EPYC"): the widest vector unit says which kind it is.
+    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
+    model = f"{model}, {vector}" if vector else model
     native = [flag for flag in BFLOAT16_FLAGS if flag in flags]
     return model, ("yes: " + " ".join(native)) if native else ("no" if flags else "unknown")
 

@@ -25,7 +25,7 @@ from deep_rl_zoo.results import folders
 
 # Markers are whole lines: an indented one (an example in a code block) is text.
 _MARKERS = re.compile(
-    r"^<!-- results:(?P<name>[\w.+-]+(?:/[\w.+-]+)*) -->\n(?P<body>.*?)^<!-- /results:(?P=name) -->$",
+    r"^<!-- results:(?P<name>(?:agent=)?[\w.+-]+(?:/[\w.+-]+)*) -->\n(?P<body>.*?)^<!-- /results:(?P=name) -->$",
     re.DOTALL | re.MULTILINE,
 )
 _ANY_MARKER = re.compile(r"^<!-- /?results:.*-->$", re.MULTILINE)
@@ -39,7 +39,7 @@ RANDOM_PLAY = "random play"  # the label of references.txt that the table's colu
 
 class Table(NamedTuple):
     document: str  # path of the markdown file
-    name: str  # the folder under results/ it covers, e.g. atari/Pong
+    name: str  # the folder under results/ it covers, e.g. atari/Pong; or agent=NAME: that agent's runs
     span: tuple[int, int]  # where its body is in the document's text
     body: str
 
@@ -123,12 +123,33 @@ def table_row(folder: str, link: str) -> str:
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |\n"
 
 
-def table_body(repo_root: str, name: str, document: str) -> str:
-    """The markdown between a table's markers: header and one row per published run under results/<name>."""
+AGENT_PREFIX = "agent="  # <!-- results:agent=DQN -->: every published run of one agent (its page's table)
+
+
+def runs_of(repo_root: str, name: str) -> list[str]:
+    """The published run folders a table named `name` lists: those under results/<name>, or with
+    `agent=NAME` those of that agent (its config's agent_name) anywhere under results/."""
+    if name.startswith(AGENT_PREFIX):
+        root = os.path.join(repo_root, "results")
+        every = folders.find_published(root) if os.path.isdir(root) else []
+        agent = name[len(AGENT_PREFIX) :]
+        return [
+            f
+            for f in every
+            if folders.read_name_values(os.path.join(f, "config.txt")).get("agent_name") == agent
+        ]
     base = os.path.join(repo_root, "results", name)
-    runs = folders.find_published(base) if os.path.isdir(base) else []
+    return folders.find_published(base) if os.path.isdir(base) else []
+
+
+def table_body(repo_root: str, name: str, document: str) -> str:
+    """The markdown between a table's markers: header and one row per published run it lists."""
+    runs = runs_of(repo_root, name)
     if not runs:
-        return f"_No published run under results/{name}/ yet._\n"
+        where = (
+            f"of {name[len(AGENT_PREFIX) :]}" if name.startswith(AGENT_PREFIX) else f"under results/{name}/"
+        )
+        return f"_No published run {where} yet._\n"
     rows = []
     for folder in runs:
         link = os.path.relpath(folder, os.path.dirname(os.path.abspath(document))).replace(os.sep, "/")
@@ -137,6 +158,8 @@ def table_body(repo_root: str, name: str, document: str) -> str:
 
 
 def _covered(folder: str, names: set[str], repo_root: str) -> bool:
+    if any(folder in runs_of(repo_root, name) for name in names if name.startswith(AGENT_PREFIX)):
+        return True
     relative = os.path.relpath(folder, os.path.join(repo_root, "results")).replace(os.sep, "/")
     return any(relative == name or relative.startswith(name.rstrip("/") + "/") for name in names)
 
