@@ -17,15 +17,12 @@ In-process (quick tier): each script's config, `DEFAULTS` and excluded flags are
 import dataclasses
 import functools
 import re
-import runpy
-import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
-from unittest import mock
 
 import pytest
 
-from deep_rl_zoo import config as config_module
+from unit_tests.script_calls import run_script_call
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "docs" / "agents"
@@ -44,18 +41,7 @@ class Script(NamedTuple):
 
 @functools.cache
 def read_script(package: str, stem: str) -> Script:
-    calls = []
-
-    def record(config_cls, defaults, main, exclude=frozenset()):
-        calls.append((config_cls, defaults, exclude))
-
-    module = f"deep_rl_zoo.{package}.{stem}"
-    with mock.patch.object(config_module, "run_script", record), warnings.catch_warnings():
-        # Some scripts are imported by others (agent57 uses ngu's DEFAULTS); running one again is harmless.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        runpy.run_module(module, run_name="__main__", alter_sys=False)
-    assert len(calls) == 1, f"{module} did not call run_script once"
-    config_cls, defaults, exclude = calls[0]
+    config_cls, defaults, exclude = run_script_call(f"deep_rl_zoo.{package}.{stem}")
     fields = dataclasses.fields(config_cls)
     return Script(
         path=f"deep_rl_zoo/{package}/{stem}.py",

@@ -13,18 +13,15 @@ import functools
 import glob
 import importlib.util
 import re
-import runpy
 import shlex
 import typing
-import warnings
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
-from deep_rl_zoo import config as config_module
 from deep_rl_zoo import plot, pretrained
 from deep_rl_zoo.results import __main__ as results_command
+from unit_tests.script_calls import run_script_call
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(
@@ -51,17 +48,7 @@ def module_name(path: str) -> str:
 def script_flags(module: str) -> frozenset[str]:
     """The flags `python -m module` defines: its config's fields minus `exclude`, absl's own, and
     `--noX` for every boolean X."""
-    calls = []
-
-    def record(config_cls, defaults, main, exclude=frozenset()):
-        calls.append((config_cls, exclude))
-
-    with mock.patch.object(config_module, "run_script", record), warnings.catch_warnings():
-        # Some scripts are imported by others (agent57 uses ngu's); running one again is harmless here.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        runpy.run_module(module, run_name="__main__", alter_sys=False)
-    assert len(calls) == 1, f"{module} did not call run_script once"
-    config_cls, exclude = calls[0]
+    config_cls, _, exclude = run_script_call(module)
     hints = typing.get_type_hints(config_cls)
     names = {f.name for f in dataclasses.fields(config_cls)} - set(exclude)
     booleans = {f"no{n}" for n in names if hints[n] in (bool, bool | None)}
