@@ -1,7 +1,7 @@
 """The commands the documentation shows are commands that run: every `python -m deep_rl_zoo.X ...` in
-README.md, QUICK_START.md, docs/**/*.md and the run scripts' own docstrings (their `-h` text) names a module
-that exists and only flags that module defines, and every `python benchmarks/X.py` (or `mutation/X.py`)
-names a file that exists.
+README.md, QUICK_START.md, docs/**/*.md, benchmarks/README.md, mutation/README.md and the run scripts' own
+docstrings (their `-h` text) names a module that exists and only flags that module defines, and every
+`python benchmarks/X.py` (or `mutation/X.py`) names a file that exists.
 
 In-process (quick tier): each script's flags are read from the config dataclass its `run_script(...)` call
 names, by running the script as `__main__` with `run_script` replaced by a recorder. No flag is parsed and
@@ -31,6 +31,8 @@ SCRIPTS = sorted(
 DOCUMENTS = [
     "README.md",
     "QUICK_START.md",
+    "benchmarks/README.md",
+    "mutation/README.md",
     *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md")),
 ]
 # absl's own flags, which every script accepts.
@@ -168,3 +170,25 @@ def test_documented_commands_name_existing_scripts_and_flags(where, text):
 def test_the_readme_keeps_the_two_commands_ci_reads():
     readme = (REPO / "README.md").read_text()
     assert "make demo" in readme and "make test" in readme
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a document's headings: lower case, punctuation but `-` and `_` dropped,
+    spaces to `-` (`## AMD EPYC with AVX-512` -> `amd-epyc-with-avx-512`)."""
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.*)$", text, re.M)
+    }
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_links_between_documents_reach_a_file_and_heading(name):
+    document = REPO / name
+    problems = []
+    for target, anchor in re.findall(r"\]\(([^)#\s:]*\.md)(?:#([^)\s]*))?\)", document.read_text()):
+        path = document.parent / target
+        if not path.is_file():
+            problems.append(f"no file {target}")
+        elif anchor and anchor not in heading_anchors(path.read_text()):
+            problems.append(f"no heading {target}#{anchor}")
+    assert problems == [], f"{name}: {problems}"
