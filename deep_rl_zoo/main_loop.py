@@ -20,6 +20,7 @@ import dataclasses
 import math
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
@@ -185,6 +186,10 @@ class LoopState:
     iteration_env_steps: int = 0
     iteration_episode_returns: list[float] = dataclasses.field(default_factory=list)
     iteration_episode_lengths: list[int] = dataclasses.field(default_factory=list)
+    # Wall-clock seconds of the run so far (its resumed parts added up, the pauses between them not),
+    # and the part of them spent in greedy evaluation; a checkpoint written before they existed has 0.
+    wall_seconds: float = 0.0
+    eval_seconds: float = 0.0
 
     def state_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -199,6 +204,18 @@ class LoopState:
     @classmethod
     def from_state_dict(cls, state: dict) -> "LoopState":
         return cls(**state)
+
+
+class RunClock:
+    """Keeps `loop_state.wall_seconds` up to date: it goes on from what the loop state holds (a resumed
+    run's earlier parts), counting from the clock's creation, i.e. the start of the iteration loop."""
+
+    def __init__(self, loop_state: LoopState):
+        self._loop_state = loop_state
+        self._start = time.perf_counter() - loop_state.wall_seconds
+
+    def tick(self) -> None:
+        self._loop_state.wall_seconds = time.perf_counter() - self._start
 
 
 def run_single_thread_training_iterations(
@@ -236,6 +253,7 @@ def run_single_thread_training_iterations(
         train_loop = run_env_loop(train_env, train_agent, seed=train_seed)
     train_stats, eval_stats = trackers.PhaseStats(), trackers.PhaseStats()
     train_episode_count = 0
+    clock = RunClock(loop_state)
     warm_up = WarmUpNotice(train_agent.statistics)
 
     def on_train_step(timestep: TimeStep, episode: dict | None) -> None:
@@ -260,6 +278,7 @@ def run_single_thread_training_iterations(
 
     def save_and_stop(iteration: int, iteration_env_steps: int) -> NoReturn:
         train_loop.close()
+        clock.tick()
         games = (train_stats.episode_returns, train_stats.episode_lengths)
         save_interrupted_and_stop(save_checkpoint, iteration, iteration_env_steps, *games, loop_state, stop)
 
@@ -273,6 +292,7 @@ def run_single_thread_training_iterations(
         if stop is not None and stop.requested:
             save_and_stop(iteration, done + train_stats.num_steps)
 
+        eval_start = time.perf_counter()
         eval_summary = run_evaluation_phase(
             num_eval_steps,
             eval_env,
@@ -283,9 +303,11 @@ def run_single_thread_training_iterations(
             eval_stats,
             stop,
         )
+        loop_state.eval_seconds += time.perf_counter() - eval_start  # a stopped one too: the time passed
         if stop is not None and stop.requested:
             save_and_stop(iteration, num_train_steps)
         train_summary = train_stats.summary()
+        clock.tick()
         solved = finish_iteration(
             iteration=iteration,
             train_mean_return=train_summary["mean_episode_return"],
@@ -407,6 +429,9 @@ def finish_iteration(
             f"eval_{edge}_episode_return": eval_summary.get(f"{edge}_episode_return", math.nan)
             for edge in ("min", "max", "std")
         },
+        # since the run started (a resumed run's earlier parts included), and the part spent evaluating
+        "wall_seconds": round(loop_state.wall_seconds, 1),
+        "eval_seconds": round(loop_state.eval_seconds, 1),
     }
     row.update({f"learner_{k}": v for k, v in learner_statistics.items()})
     logger.csv_row(row)

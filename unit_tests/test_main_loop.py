@@ -1,5 +1,7 @@
 """The environment loop: first/last handling, step counting, and the iteration loop's bookkeeping."""
 
+import csv
+
 import gymnasium as gym
 import numpy as np
 
@@ -93,3 +95,62 @@ def test_truncation_reaches_the_agent_as_truncated_not_terminated():
 def test_evaluate_episodes_plays_whole_episodes():
     returns = main_loop.evaluate_episodes(CountingEnv(length=4), RecordingAgent(), num_episodes=3, seed=0)
     assert returns == [4.0, 4.0, 4.0]
+
+
+class FakeClock:
+    """`main_loop.time` for a test: `perf_counter()` is the seconds the env's steps have taken."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class TimedEnv(CountingEnv):
+    """Every env step takes `seconds_per_step` of the fake clock."""
+
+    def __init__(self, clock: FakeClock, seconds_per_step: float, length: int = 3):
+        super().__init__(length)
+        self.clock, self.seconds_per_step = clock, seconds_per_step
+
+    def step(self, action):
+        self.clock.now += self.seconds_per_step
+        return super().step(action)
+
+
+def test_results_rows_carry_the_runs_wall_clock_and_evaluation_seconds_across_a_resume(tmp_path, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(main_loop, "time", clock)
+    path = tmp_path / "results.csv"
+    # A resumed run: its earlier part took 100 s, 30 of them evaluating.
+    loop_state = main_loop.LoopState(next_iteration=1, wall_seconds=100.0, eval_seconds=30.0)
+    main_loop.run_single_thread_training_iterations(
+        num_iterations=3,
+        num_train_steps=6,  # 6 training steps of 1 s and 4 evaluation steps of 2 s per iteration
+        num_eval_steps=4,
+        train_agent=RecordingAgent(),
+        train_env=TimedEnv(clock, 1.0),
+        eval_agent=RecordingAgent(),
+        eval_env=TimedEnv(clock, 2.0),
+        seed=0,
+        logger=trackers.RunLogger(str(tmp_path), False, str(path)),
+        save_checkpoint=lambda iteration, state, interrupted=False: "ckpt",
+        loop_state=loop_state,
+        show_progress=False,
+    )
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    # iteration 1: 100 + 6 * 1 + 4 * 2 = 114 s, 30 + 8 = 38 evaluating; iteration 2: 128 s, 46 evaluating
+    assert [(r["iteration"], float(r["wall_seconds"]), float(r["eval_seconds"])) for r in rows] == [
+        ("1", 114.0, 38.0),
+        ("2", 128.0, 46.0),
+    ]
+    assert (loop_state.wall_seconds, loop_state.eval_seconds) == (128.0, 46.0)  # what the checkpoint keeps
+
+
+def test_a_checkpoint_from_before_the_wall_clock_columns_resumes_at_zero_seconds():
+    old = main_loop.LoopState(next_iteration=2).state_dict()
+    del old["wall_seconds"], old["eval_seconds"]
+    restored = main_loop.LoopState.from_state_dict(old)
+    assert (restored.next_iteration, restored.wall_seconds, restored.eval_seconds) == (2, 0.0, 0.0)

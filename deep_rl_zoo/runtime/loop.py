@@ -13,6 +13,7 @@ from deep_rl_zoo.main_loop import (
     LEARNER_LOG_INTERVAL,
     SOLVED_MIN_EPISODES,
     LoopState,
+    RunClock,
     StopRequest,
     WarmUpNotice,
     finish_iteration,
@@ -65,6 +66,7 @@ def run_distributed_training_iterations(
     warm_up = WarmUpNotice(learner.statistics)
     phase_length_noted = False
     loop_statistics: dict[str, float] = {}
+    clock = RunClock(loop_state)
     for iteration in range(loop_state.next_iteration, num_iterations):
         done, train_returns, _ = loop_state.take_interrupted_iteration()
         phase_start_steps = loop_state.train_env_steps - done
@@ -108,6 +110,7 @@ def run_distributed_training_iterations(
                     )
         train_steps = loop_state.train_env_steps - phase_start_steps
         if stop is not None and stop.requested:
+            clock.tick()
             save_interrupted_and_stop(
                 save_checkpoint, iteration, train_steps, train_returns, [], loop_state, stop
             )
@@ -121,6 +124,7 @@ def run_distributed_training_iterations(
         speed_steps = loop_state.train_env_steps - speed_start_steps
         train_steps_per_second = speed_steps / max(time.perf_counter() - phase_start_time, 1e-9)
 
+        eval_start = time.perf_counter()
         eval_summary = run_evaluation_phase(
             num_eval_steps,
             eval_env,
@@ -131,6 +135,8 @@ def run_distributed_training_iterations(
             eval_stats,
             stop,
         )
+        loop_state.eval_seconds += time.perf_counter() - eval_start  # a stopped one too: the time passed
+        clock.tick()
         if stop is not None and stop.requested:
             save_interrupted_and_stop(
                 save_checkpoint, iteration, train_steps, train_returns, [], loop_state, stop
