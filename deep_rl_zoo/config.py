@@ -6,6 +6,7 @@ calls `main(config)`. Tests build the dataclass directly and call `main` without
 """
 
 import dataclasses
+import math
 import sys
 import types
 import typing
@@ -77,6 +78,12 @@ class RunConfig:
         False, "Continue the newest run of this agent, environment and --tag from its latest checkpoint."
     )
     stop_when_solved: bool = field(True, "Stop once the evaluation mean reaches the env's reward threshold.")
+    target_return: float | None = field(
+        None,
+        "Stop at the first evaluation whose mean over whole episodes (at least 10, or as many as "
+        "--num_eval_steps can hold) reaches this return, in place of the env's reward threshold (Atari "
+        "games have none); unset: --stop_when_solved decides.",
+    )
     device: str = field("auto", "Learner device: auto (CUDA if available), cpu, cuda or cuda:N.")
     num_threads: int = field(1, "torch CPU threads of this process (1 is fastest for small networks).")
     bfloat16: bool = field(
@@ -94,6 +101,14 @@ class RunConfig:
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
         for name in ("num_eval_steps", "max_episode_steps", "noop_max", "debug_screenshots_interval"):
             require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")
+        require(
+            self.target_return is None or math.isfinite(self.target_return),
+            f"--target_return must be a finite number, got {self.target_return}",
+        )
+        require(
+            self.target_return is None or self.num_eval_steps > 0,
+            "--target_return needs evaluations: --num_eval_steps must be positive",
+        )
         require(
             0.0 <= self.sticky_action_probability <= 1.0,
             f"--sticky_action_probability must be in [0, 1], got {self.sticky_action_probability}",

@@ -46,6 +46,7 @@ NOT_EXPERIMENT_FLAGS = frozenset(
         "num_iterations",
         "resume",
         "stop_when_solved",
+        "target_return",
         "checkpoint_dir",
         "results_csv_path",
         "use_tensorboard",

@@ -1,6 +1,7 @@
 """The benchmark scripts' own arithmetic (their runs are measurements, not tests)."""
 
 import importlib.util
+import json
 import pathlib
 
 import numpy as np
@@ -47,3 +48,70 @@ def test_the_bound_counts_exactly_the_arithmetic_of_dqns_acting_and_gradient_ste
     gradient_step = batch * forward + batch * (2 * forward - first_conv) + batch * forward
     expected = gradient_step / config.learn_interval + (1 - config.exploration_epsilon_end_value) * forward
     assert learner_speed.dqn_flops_per_env_step(dqn, config) == pytest.approx(expected, rel=1e-12)
+
+
+def _write_results(path, rows: list[dict]) -> None:
+    import csv
+
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_time_to_score_is_the_first_evaluation_over_ten_whole_episodes_reaching_the_target(tmp_path):
+    time_to_score = _load("time_to_score")
+
+    def row(iteration, mean, episodes, wall, evaluating):
+        return {
+            "iteration": iteration,
+            "train_env_steps": 250_000 * (iteration + 1),
+            "eval_mean_episode_return": mean,
+            "eval_num_episodes": episodes,
+            "wall_seconds": wall,
+            "eval_seconds": evaluating,
+        }
+
+    _write_results(
+        tmp_path / "results.csv",
+        [
+            row(0, "nan", 0, 900.0, 100.0),  # no whole game: no mean
+            row(1, 19.0, 9, 1800.0, 210.0),  # reaches 18, but over 9 games: does not count
+            row(2, 17.5, 12, 2700.0, 300.0),
+            row(3, 18.0, 10, 3600.0, 420.0),  # the first that counts: 18.0 >= 18 over 10 games
+            row(4, 20.0, 11, 4500.0, 500.0),
+        ],
+    )
+    summary = time_to_score.report(str(tmp_path), 18.0, 10, str(tmp_path / "out"))
+    assert summary["reached"] and summary["iteration"] == 3
+    assert summary["train_env_steps"] == 1_000_000  # 4 iterations of 250,000
+    assert (summary["wall_seconds"], summary["wall_seconds_without_eval"]) == (3600.0, 3180.0)  # 3600 - 420
+    assert summary["short_evaluations_reaching"] == 1  # iteration 1's 9 games
+    assert summary["cpu_model"] and summary["cpu_cores"] >= 1
+    saved = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert saved["iteration"] == 3
+    curve = (tmp_path / "out" / "curve.csv").read_text().splitlines()
+    assert curve[1] == "0,250000,900.0,800.0,,0"  # the evaluation without a whole game has no mean
+    assert len(curve) == 1 + 5
+
+    missed = time_to_score.report(str(tmp_path), 21.0, 10, str(tmp_path / "missed"))
+    assert not missed["reached"] and missed["best_counted_mean"] == 20.0
+
+
+def test_time_to_score_of_a_results_csv_without_wall_clock_columns_gives_env_steps_only(tmp_path):
+    time_to_score = _load("time_to_score")
+    _write_results(
+        tmp_path / "results.csv",
+        [
+            {
+                "iteration": 0,
+                "train_env_steps": 5000,
+                "eval_mean_episode_return": 480.0,
+                "eval_num_episodes": 10,
+            }
+        ],
+    )
+    summary = time_to_score.report(str(tmp_path), 475.0, 10, str(tmp_path / "out"))
+    assert summary["reached"] and summary["train_env_steps"] == 5000
+    assert summary["wall_seconds"] is None and summary["wall_seconds_without_eval"] is None
+    assert "wall-clock: not recorded" in (tmp_path / "out" / "summary.md").read_text()

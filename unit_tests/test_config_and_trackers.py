@@ -51,3 +51,11 @@ def test_csv_gets_one_header_and_one_row_per_call(tmp_path):
     with open(tmp_path / "results.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["eval_mean_episode_return"] for r in rows] == ["10.0", "20.0"]
+
+
+def test_target_return_must_be_a_number_and_needs_evaluations():
+    assert RunConfig(target_return=18.0).target_return == 18.0
+    with pytest.raises(ConfigError, match="--target_return must be a finite number, got nan"):
+        RunConfig(target_return=float("nan"))
+    with pytest.raises(ConfigError, match="--target_return needs evaluations"):
+        RunConfig(target_return=18.0, num_eval_steps=0)

@@ -45,6 +45,8 @@ def cell_value(text: str, default):
     """The table's spelling of a value, as the field's type."""
     if text in ("(run folder)", "''"):
         return ""
+    if text == "unset":
+        return None
     if isinstance(default, bool):
         return {"true": True, "false": False}[text]
     if isinstance(default, tuple):
