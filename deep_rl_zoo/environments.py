@@ -127,7 +127,10 @@ def check_action_space(env: gym.Env, agent_name: str, action_space: str) -> None
 
 
 def solved_return_of(config: RunConfig, env: gym.Env) -> float | None:
-    """The env's reward threshold when --stop_when_solved (CartPole-v1: 475), else None."""
+    """--target_return when set; else the env's reward threshold when --stop_when_solved (CartPole-v1:
+    475; Atari games have none), else None."""
+    if config.target_return is not None:
+        return config.target_return
     if config.stop_when_solved and env.spec is not None:
         return env.spec.reward_threshold
     return None

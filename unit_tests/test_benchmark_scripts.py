@@ -115,3 +115,29 @@ def test_time_to_score_of_a_results_csv_without_wall_clock_columns_gives_env_ste
     assert summary["reached"] and summary["train_env_steps"] == 5000
     assert summary["wall_seconds"] is None and summary["wall_seconds_without_eval"] is None
     assert "wall-clock: not recorded" in (tmp_path / "out" / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_time_to_score_run_stops_the_training_at_the_target_and_reports_it(tmp_path):
+    import subprocess
+    import sys
+
+    # Untrained DQN on CartPole-v1 plays ~10-step games: a target of 5 is met at the first evaluation.
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "time_to_score.py"), "run", "--script=dqn.run_classic"]
+        + ["--target_return=5", "--eval_interval=200", "--max_env_steps=1000", f"--out={out}"]
+        + ["--", "--num_eval_steps=300", "--min_replay_size=100", "--nouse_tensorboard"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reached"] and summary["iteration"] == 0 and summary["evaluations"] == 1  # it stopped
+    assert summary["train_env_steps"] == 200
+    assert (
+        0 < summary["wall_seconds_without_eval"] <= summary["wall_seconds"] < summary["process_wall_seconds"]
+    )
+    assert "--target_return=5.0" in summary["command"]
+    assert (out / "train.log").read_text().count("iteration 0:") == 1

@@ -59,3 +59,13 @@ def test_target_return_must_be_a_number_and_needs_evaluations():
         RunConfig(target_return=float("nan"))
     with pytest.raises(ConfigError, match="--target_return needs evaluations"):
         RunConfig(target_return=18.0, num_eval_steps=0)
+
+
+def test_target_return_replaces_the_envs_reward_threshold():
+    from deep_rl_zoo import environments, gym_env
+
+    env = gym_env.create_classic_environment("CartPole-v1", seed=0)
+    assert environments.solved_return_of(RunConfig(), env) == 475.0  # CartPole-v1's threshold
+    assert environments.solved_return_of(RunConfig(target_return=200.0), env) == 200.0
+    assert environments.solved_return_of(RunConfig(target_return=200.0, stop_when_solved=False), env) == 200.0
+    assert environments.solved_return_of(RunConfig(stop_when_solved=False), env) is None
