@@ -7,6 +7,7 @@ calls `main(config)`. Tests build the dataclass directly and call `main` without
 
 import dataclasses
 import math
+import os
 import sys
 import types
 import typing
@@ -85,7 +86,11 @@ class RunConfig:
         "games have none); unset: --stop_when_solved decides.",
     )
     device: str = field("auto", "Learner device: auto (CUDA if available), cpu, cuda or cuda:N.")
-    num_threads: int = field(1, "torch CPU threads of this process (1 is fastest for small networks).")
+    num_threads: int = field(
+        0,
+        "torch CPU threads of the learner's process; 0: auto, every CPU core on Atari (less one per actor "
+        "for a learner that learns while its actors act), 1 elsewhere (small networks are fastest on one).",
+    )
     bfloat16: bool = field(
         False,
         "Atari: the learner's Nature-CNN torso computes in bfloat16 autocast (weights, heads and losses "
@@ -95,9 +100,12 @@ class RunConfig:
     show_progress: bool = field(True, "Show a progress bar on the console.")
 
     def __post_init__(self):
+        require(self.num_threads >= 0, f"--num_threads must be >= 0 (0: auto), got {self.num_threads}")
+        if self.num_threads == 0:
+            object.__setattr__(self, "num_threads", self.auto_num_threads(available_cpu_cores()))
         for name in ("num_iterations", "num_train_steps", "environment_height", "environment_width"):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
-        for name in ("environment_frame_skip", "environment_frame_stack", "num_threads", "num_envs"):
+        for name in ("environment_frame_skip", "environment_frame_stack", "num_envs"):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
         for name in ("num_eval_steps", "max_episode_steps", "noop_max", "debug_screenshots_interval"):
             require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")
@@ -113,6 +121,28 @@ class RunConfig:
             0.0 <= self.sticky_action_probability <= 1.0,
             f"--sticky_action_probability must be in [0, 1], got {self.sticky_action_probability}",
         )
+
+    def auto_num_threads(self, cores: int) -> int:
+        """--num_threads=0: a one-process run acts and learns in turn, so on Atari its learner (the Nature
+        CNN) may use every core; classic tasks' small networks are fastest on one thread."""
+        return cores if is_atari_name(self.environment_name) else 1
+
+
+def available_cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def is_atari_name(environment_name: str) -> bool:
+    """Whether the name is an Atari game; an unknown name is not (the run rejects it later, in one line)."""
+    from deep_rl_zoo import gym_env  # lazily: it imports gymnasium
+
+    try:
+        return gym_env.is_atari(environment_name)
+    except ConfigError:
+        return False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from deep_rl_zoo.config import available_cpu_cores
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks import common
 
@@ -42,3 +43,15 @@ def set_learner_precision(config: Any, device: torch.device) -> None:
     common.set_torso_bfloat16(config.bfloat16)
     if config.bfloat16 and not common.native_bfloat16(device):
         print(f"warning: --bfloat16 on {device.type}, which has no native bfloat16: expect it to be slower")
+
+
+def describe_layout(config: Any, num_actors: int = 0) -> str:
+    """The one line a run prints at its start: how its envs, actors and learner threads are laid out."""
+    envs = f"{config.num_envs} env{'s' if config.num_envs > 1 else ''}"
+    if num_actors:
+        where = f"{num_actors} actor process{'es' if num_actors > 1 else ''} x {envs}"
+        flags = "--num_actors/--num_envs/--num_threads"
+    else:
+        where, flags = f"one process, {envs}", "--num_envs/--num_threads"
+    threads = f"{config.num_threads} thread{'s' if config.num_threads > 1 else ''}"
+    return f"layout: {where}, learner on {threads} ({available_cpu_cores()} CPU cores; set {flags} to choose)"

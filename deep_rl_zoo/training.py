@@ -1,6 +1,7 @@
 """What every single-process `train.py` calls: `train` runs one training run end to end around the
 agents that the algorithm's own function builds from the environment."""
 
+import sys
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -35,6 +36,7 @@ def train(
     process_setup.set_learner_precision(config, device)
 
     resume = run_folders.load_resume_checkpoint(config, agent_name, environment_id)
+    print(process_setup.describe_layout(config), file=sys.stderr)
 
     debug_render = "rgb_array" if config.debug_screenshots_interval > 0 else None
     train_env = environments.make_train_environment(

@@ -14,7 +14,7 @@ from deep_rl_zoo.schedules import LinearSchedule
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"num_train_steps": 0}, {"num_eval_steps": -1}, {"sticky_action_probability": 1.5}, {"num_threads": 0}],
+    [{"num_train_steps": 0}, {"num_eval_steps": -1}, {"sticky_action_probability": 1.5}, {"num_threads": -1}],
 )
 def test_impossible_flag_values_are_config_errors(overrides):
     with pytest.raises(ConfigError):

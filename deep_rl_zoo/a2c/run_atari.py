@@ -13,7 +13,7 @@ DEFAULTS = {
     "num_iterations": 40,
     "num_train_steps": 250_000,
     "num_eval_steps": 30_000,
-    "num_actors": 16,
+    "num_parallel_envs": 16,
     "unroll_length": 5,
     "learning_rate": 7e-4,
     "entropy_coef": 0.01,

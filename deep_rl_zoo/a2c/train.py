@@ -23,7 +23,20 @@ class A2cConfig(PolicyEvaluation, distributed.DistributedConfig):
     16 steps, RMSprop 1e-3, entropy 0.01); run_atari uses those of Mnih et al. 2016 / OpenAI baselines
     (16 actors x 5 steps, RMSprop 7e-4)."""
 
-    num_actors: int = field(4, "Actor processes, each with its own environment and copy of the network.")
+    batched_actors = True  # see DistributedConfig
+    learner_waits_for_actors = True  # on-policy: the actors wait while it learns
+
+    num_parallel_envs: int = field(
+        4,
+        "Envs whose unrolls make one update (A3C's actor-learners), spread over --num_actors processes "
+        "x --num_envs envs each; with both unset (0) the split suits this machine's cores.",
+    )
+    num_actors: int = field(
+        0,
+        "Actor processes, each with its copy of the network and --num_envs envs; 0: auto "
+        "(distributed.actor_layout: as many as --num_parallel_envs needs, at most one per core on Atari).",
+    )
+    num_envs: int = field(0, "Envs per actor, stepped with one batched forward; 0: auto (see --num_actors).")
     unroll_length: int = field(16, "Env steps per unroll; one gradient step per unroll of every actor.")
     learning_rate: float = field(1e-3, "RMSprop learning rate.")
     rmsprop_alpha: float = field(0.99, "RMSprop smoothing constant.")

@@ -20,7 +20,7 @@ DEFAULTS = {
     "num_iterations": 40,
     "num_train_steps": 250_000,  # 1M frames per iteration: 10M env steps (40M frames) in all
     "num_eval_steps": 30_000,
-    "num_actors": 8,
+    "num_parallel_envs": 8,
     "unroll_length": 128,
     "num_epochs": 4,
     "minibatch_size": 256,

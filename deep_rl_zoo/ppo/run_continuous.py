@@ -25,7 +25,7 @@ DEFAULTS = {
     "num_iterations": 30,
     "num_train_steps": 10_240,
     "num_eval_steps": 2_000,  # 10 Pendulum episodes
-    "num_actors": 4,
+    "num_parallel_envs": 4,
     "unroll_length": 256,
     "num_epochs": 10,
     "minibatch_size": 128,

@@ -31,6 +31,8 @@ class PpoIcmConfig(PolicyEvaluation, distributed.DistributedConfig):
     4 epochs of minibatches of 256, clip 0.2, entropy 0.01). Measured: see README's curiosity results.
     """
 
+    learner_waits_for_actors = True  # on-policy: the actors wait while it learns (DistributedConfig)
+
     num_actors: int = field(4, "Actor processes, each with its own environment and copy of the network.")
     unroll_length: int = field(256, "Env steps per unroll; an update learns from one unroll per actor.")
     num_epochs: int = field(4, "Passes over each batch of unrolls.")

@@ -34,6 +34,8 @@ class PpoRndConfig(PolicyEvaluation, distributed.DistributedConfig):
     README's curiosity results (seeds 1-3, 500k env steps each).
     """
 
+    learner_waits_for_actors = True  # on-policy: the actors wait while it learns (DistributedConfig)
+
     num_actors: int = field(4, "Actor processes, each with its own environment and copy of the network.")
     unroll_length: int = field(256, "Env steps per unroll; an update learns from one unroll per actor.")
     num_epochs: int = field(4, "Passes over each batch of unrolls.")
