@@ -9,8 +9,8 @@ gamma 0.99, lambda 0.95, gradient norm clipped to 0.5, the Nature CNN on 4 stack
   wrappers (no-op starts, frame skip 4 with max-pool, life loss terminal, fire reset, 84x84 grey,
   reward clipping), timed around `learn(env_steps)`. Profile: time in `collect_rollouts` (of which
   in the vectorised env's `step`), and in `train`.
-- The zoo: `python -m deep_rl_zoo.ppo.run_atari --environment_name=Pong` with its defaults (8 actor
-  processes) and one iteration of `env_steps` training steps, no evaluation; the rate is the training
+- The zoo: `python -m deep_rl_zoo.ppo.run_atari --environment_name=Pong` with its defaults (the layout
+  the run prints: 8 envs spread over at most one actor process per core) and one iteration of `env_steps` training steps, no evaluation; the rate is the training
   phase's `train_steps_per_second` from its results.csv. Profile: time inside the learner's update
   (`Ppo.learn`), the rest of the training phase being the actors' unrolls and their transfer (the
   actors wait while the learner learns: synchronous PPO). `--zoo_flags` adds flags (e.g.
