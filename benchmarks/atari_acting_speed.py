@@ -21,7 +21,7 @@ Vector envs (`--num_envs=N`, 0 skips them), the same preprocessing on `vector_en
   its actions plus every env's transition into the replay (per-env streams), without gradient steps.
 
 bound = N / (seconds of one env round + seconds of one batched forward): a loop that runs env and
-forward one after the other cannot beat it. Targets (issue 14): the vector loop >= 2x the single-env
+forward one after the other cannot beat it. Targets: the vector loop >= 2x the single-env
 DQN actor's env steps/s, and >= 90% of the bound.
 
 `--forward_variants` also times one forward pass of DQN's Nature CNN on one observation in ways the

@@ -18,8 +18,8 @@ by then (so about 90% of the actions take a forward pass, as for the bulk of a r
   action selection, replay writes). `--zoo_flags` adds flags.
 
 Each run is a fresh process; the contenders alternate over `--rounds`. SB3 keeps torch's default thread
-count (every core) unless `--sb3_threads` says otherwise. Target: the zoo >= 2x SB3's env steps/s
-(issue 14). See `sb3_atari.py` for the scratch venv.
+count (every core) unless `--sb3_threads` says otherwise. Target: the zoo >= 2x SB3's env steps/s.
+See `sb3_atari.py` for the scratch venv.
 
     python benchmarks/atari_dqn_vs_sb3.py [--sb3_python=...] [--rounds=2] [--env_steps=6000]
 """

@@ -27,7 +27,7 @@ pixels or the weights):
    products on all cores (a convolution runs below that rate, never above). Their quotient is an upper
    bound on env steps/s that no loop, thread layout or environment can beat with these
    hyper-parameters in float32: if twice a contender's measured rate is above it, a 2x target is out of
-   this machine's reach (issue 14's targets against Stable-Baselines3, which does the same arithmetic).
+   this machine's reach (the targets against Stable-Baselines3, which does the same arithmetic).
 
 Times are per call, the minimum over `--rounds` rounds in which the contenders take turns (a shared
 machine's load then hits all alike); with one thread the process CPU time is shown too, which load

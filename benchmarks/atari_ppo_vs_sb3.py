@@ -18,7 +18,7 @@ gamma 0.99, lambda 0.95, gradient norm clipped to 0.5, the Nature CNN on 4 stack
 
 Each run is a fresh process; the contenders alternate over `--rounds` (SB3 first in even rounds). SB3
 keeps torch's default thread count (every core) unless `--sb3_threads` says otherwise. Target: the
-zoo >= 2x SB3's env steps/s (issue 14). See `sb3_atari.py` for the scratch venv.
+zoo >= 2x SB3's env steps/s. See `sb3_atari.py` for the scratch venv.
 
     python benchmarks/atari_ppo_vs_sb3.py [--sb3_python=...] [--rounds=2] [--env_steps=10240]
 """

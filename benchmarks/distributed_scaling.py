@@ -13,7 +13,7 @@ The second line measures the Ray backend beside the local one in one run (Ray's 
 in a network namespace with only loopback, so the local Ray instance sends nothing off the machine.
 
 For each actor count: start the pool, wait until every actor has delivered one unroll (start-up and
-imports excluded), then count env steps delivered during `--seconds`. Target (issue 5): 2 actors
+imports excluded), then count env steps delivered during `--seconds`. Target: 2 actors
 reach >= 1.7x the env steps/s of 1 actor on a 2-core machine. The machine must be otherwise idle for
 that to be possible: with other work running, the actors share the cores with it. `--actors_on_gpu`
 places the actors' networks as the run scripts' flag does (see benchmarks/gpu_checks.sh).

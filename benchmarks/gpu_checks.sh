@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of the distributed loop (issue 5), as one script for a machine with CUDA GPUs.
+# The GPU checks of the distributed loop, as one script for a machine with CUDA GPUs.
 #
 #   bash benchmarks/gpu_checks.sh [OUT_DIR]      (about 6 minutes on 16 cores and one GPU)
 #
@@ -12,10 +12,10 @@
 # 4. Only when RND_STEPS is set (it does not fit the 6 minutes): PPO-RND's long Montezuma's Revenge run, e.g.
 #    RND_STEPS=4000000 bash benchmarks/gpu_checks.sh "$OUT" (an estimated hour on 16 cores; never measured).
 #    Size RND_STEPS to the machine's loan (a device command may run 10 minutes at most).
-# 5. The acting loop with --num_envs=16 and the forward on CUDA against the vector env alone (issue 14).
-# 6. Only when R2D2_STEPS is set: R2D2's long Pong run, e.g. R2D2_STEPS=2000000 (issue 13; hours, never measured).
-# 7. Only when NGU_STEPS is set: NGU on MontezumaRevenge and Agent57 on Pitfall, e.g. NGU_STEPS=2000000 (issue 13).
-# 8. Only when PONG_STEPS is set: the headline PPO Pong run, learner and actors on CUDA, e.g. PONG_STEPS=2000000 (issue 14).
+# 5. The acting loop with --num_envs=16 and the forward on CUDA against the vector env alone.
+# 6. Only when R2D2_STEPS is set: R2D2's long Pong run, e.g. R2D2_STEPS=2000000 (hours, never measured).
+# 7. Only when NGU_STEPS is set: NGU on MontezumaRevenge and Agent57 on Pitfall, e.g. NGU_STEPS=2000000.
+# 8. Only when PONG_STEPS is set: the headline PPO Pong run, learner and actors on CUDA, e.g. PONG_STEPS=2000000.
 #
 # A machine that cannot reach a package registry (this project's lent GPU machines) needs gymnasium and
 # ale-py carried as wheels: on a machine with pip access, in the repository root,
@@ -68,13 +68,13 @@ for device in ${LEARNER_DEVICES:-cuda cpu}; do
     "train env steps/s $("$PYTHON" -c "import csv,sys; print(list(csv.DictReader(open(sys.argv[1])))[-1]['train_steps_per_second'])" "$csv")"
 done
 
-# 5 (runs before 4). The acting loop with --num_envs on the GPU (issue 14): 16 envs on ale-py's C++ vector
+# 5 (runs before 4). The acting loop with --num_envs on the GPU: 16 envs on ale-py's C++ vector
 #    env (16 threads), DQN's network on CUDA; target: vector loop >= 80% of the vector env alone.
 echo "== 5. Atari acting loop, 16 vector envs, forward on CUDA"
 "$PYTHON" benchmarks/atari_acting_speed.py --num_envs=16 --env_threads=16 --device=cuda --num_steps=2000 \
   --blocks=3 || true
 
-# 4. PPO-RND on Montezuma's Revenge (issue 11): the long run, with run_atari's defaults (Burda et al.'s
+# 4. PPO-RND on Montezuma's Revenge: the long run, with run_atari's defaults (Burda et al.'s
 #    setting: 4 minibatches per epoch) and as many actors as the machine has cores, networks on the GPU.
 #    RND_STEPS (e.g. 4,000,000 env steps = 16M frames, an estimated hour on 16 cores) sets the budget;
 #    unset or 0 skips it, so that checks 1-3 fit one short device loan. Screenshots of every 50th game per
@@ -98,7 +98,7 @@ PY
   echo "screenshots: $OUT_DIR/runs/PPO-RND_MontezumaRevenge*/screenshots (the last screen of every 50th game of each actor)"
 fi
 
-# 6. R2D2 on Pong (issue 13): the long run, run_atari's defaults (Kapturowski et al.'s sequences of 80 with
+# 6. R2D2 on Pong: the long run, run_atari's defaults (Kapturowski et al.'s sequences of 80 with
 #    burn-in 40, Nature CNN + LSTM 512, 5-step transformed double-Q targets, a 1M-step replay = 7.2 GB of RAM,
 #    a gradient step every 200 env steps) with one actor per core, networks on the GPU.
 #    Only when R2D2_STEPS is set (e.g. 2,000,000 env steps = 8M frames; unset or 0 skips it, as check 4).
@@ -121,7 +121,7 @@ for row in csv.DictReader(open(sys.argv[1])):
 PY
 fi
 
-# 7. NGU and Agent57 (issue 13): the long runs, with run_atari's defaults (R2D2's Atari settings, 32 policies)
+# 7. NGU and Agent57: the long runs, with run_atari's defaults (R2D2's Atari settings, 32 policies)
 #    and as many actors as the machine has cores, learner and actors on the GPU. NGU plays MontezumaRevenge,
 #    Agent57 Pitfall (the games their papers single out). Only when NGU_STEPS is set (e.g. 2,000,000 env
 #    steps each = 8M frames; never measured): unset or 0 skips them, as check 4. Per-actor policy index, epsilon and mean intrinsic
@@ -141,7 +141,7 @@ if [ "$NGU_STEPS" -gt 0 ]; then
   done
 fi
 
-# 8. The headline Atari run (issue 14): PPO on Pong with the learner on the GPU and the actors' networks
+# 8. The headline Atari run: PPO on Pong with the learner on the GPU and the actors' networks
 #    there too, the paper's hyper-parameters (8 envs x 128 steps, 4 epochs of 4 minibatches of 256), the
 #    8 envs in 8 actor processes so acting spreads over the cores. Aim: a greedy mean >= 18 inside the run
 #    (CPU run of the same settings: +2.7 at 749k env steps, README "Atari: PPO on Pong"). Only when PONG_STEPS

@@ -132,7 +132,7 @@ MUTANTS = [
         DOUBLE,
         "            q_t_value,\n            q_t_selector,",
         "            q_t_selector,\n            q_t_value,",
-        "the target network selects and the online network evaluates (issue 10's example)",
+        "the target network selects and the online network evaluates (a swap a test must catch)",
     ),
     Mutant(
         "double_dqn/target-network-selects",
