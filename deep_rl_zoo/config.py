@@ -6,6 +6,7 @@ calls `main(config)`. Tests build the dataclass directly and call `main` without
 """
 
 import dataclasses
+import json
 import math
 import os
 import sys
@@ -22,6 +23,18 @@ _C = TypeVar("_C")
 def field(default: Any, help: str) -> Any:  # noqa: A002 - `help` reads best at the call sites
     """A dataclass field with a help string (shown by `--help`)."""
     return dataclasses.field(default=default, metadata={"help": help})
+
+
+def parse_env_kwargs(text: str) -> dict[str, Any]:
+    """`--env_kwargs`: the JSON object of the env constructor's keyword arguments; '' is none."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--env_kwargs is not valid JSON ({e.msg} at character {e.pos}): {text}") from None
+    require(isinstance(value, dict), f'--env_kwargs must be a JSON object such as {{"size": 8}}, got {text}')
+    return value
 
 
 # Fields that only make sense for Atari; classic-control scripts do not offer them as flags.
@@ -43,7 +56,14 @@ ATARI_FIELDS = frozenset(
 class RunConfig:
     """Flags shared by every training script. Step counts are env steps (agent decisions)."""
 
-    environment_name: str = field("CartPole-v1", "Gymnasium id, or a short Atari name such as Pong.")
+    environment_name: str = field(
+        "CartPole-v1",
+        "Gymnasium id, a short Atari name such as Pong, or module:id for an env of your own (the module's "
+        "import registers it), e.g. mypkg.envs:Maze-v0.",
+    )
+    env_kwargs: str = field(
+        "", 'The env constructor\'s keyword arguments as a JSON object, e.g. \'{"size": 8}\'; empty: none.'
+    )
     seed: int = field(1, "Seed of every random number generator of the run.")
     num_iterations: int = field(10, "Iterations of training then evaluation; a checkpoint after each.")
     num_train_steps: int = field(5000, "Env steps of training per iteration.")
@@ -100,6 +120,7 @@ class RunConfig:
     show_progress: bool = field(True, "Show a progress bar on the console.")
 
     def __post_init__(self):
+        parse_env_kwargs(self.env_kwargs)
         require(self.num_threads >= 0, f"--num_threads must be >= 0 (0: auto), got {self.num_threads}")
         if self.num_threads == 0:
             object.__setattr__(self, "num_threads", self.auto_num_threads(available_cpu_cores()))
@@ -150,7 +171,14 @@ class EvalConfig:
     """Flags of every `eval_agent` script; a value-based agent's add `QEvalConfig`'s exploration, a
     policy agent's `PolicyEvaluation`'s sampling."""
 
-    environment_name: str = field("CartPole-v1", "Gymnasium id, or a short Atari name such as Pong.")
+    environment_name: str = field(
+        "CartPole-v1",
+        "Gymnasium id, a short Atari name such as Pong, or module:id for an env of your own (the module's "
+        "import registers it), e.g. mypkg.envs:Maze-v0.",
+    )
+    env_kwargs: str = field(
+        "", 'The env constructor\'s keyword arguments as a JSON object, e.g. \'{"size": 8}\'; empty: none.'
+    )
     seed: int = field(1, "Seed of the environment and of the exploration.")
     num_episodes: int = field(5, "Whole episodes to play per iteration (unless --num_eval_steps is set).")
     num_eval_steps: int = field(
@@ -178,6 +206,7 @@ class EvalConfig:
     num_threads: int = field(1, "torch CPU threads of this process.")
 
     def __post_init__(self):
+        parse_env_kwargs(self.env_kwargs)
         require(self.num_episodes > 0, f"--num_episodes must be positive, got {self.num_episodes}")
         require(self.num_iterations > 0, f"--num_iterations must be positive, got {self.num_iterations}")
         require(self.num_eval_steps >= 0, f"--num_eval_steps must be >= 0, got {self.num_eval_steps}")

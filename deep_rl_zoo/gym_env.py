@@ -36,10 +36,15 @@ Seeding: the factories seed `env.action_space`; the caller must pass the same se
 """
 
 import difflib
+import difflib
+import importlib
 import importlib.util
+import json
+import os
 import os
 import sys
 import warnings
+from collections.abc import Mapping
 from typing import Any, SupportsFloat
 
 import ale_py
@@ -48,8 +53,11 @@ import numpy as np
 from gymnasium.wrappers import (
     AtariPreprocessing,
     FrameStackObservation,
+    GrayscaleObservation,
     RecordEpisodeStatistics,
     RecordVideo,
+    ReshapeObservation,
+    ResizeObservation,
     TimeLimit,
     TransformReward,
 )
@@ -89,6 +97,9 @@ def _resolve(name: str, note_renames: bool) -> str:
     """`resolve_environment_name`, with the rename note optional (helpers resolve silently)."""
     if name in gym.registry:
         return name
+    module, _, environment_id = name.rpartition(":")
+    if module:
+        return _resolve_from_module(name, module, environment_id)
     if name in _RENAMED_ENVIRONMENTS and _RENAMED_ENVIRONMENTS[name] in gym.registry:
         new_name = _RENAMED_ENVIRONMENTS[name]
         if note_renames:
@@ -115,12 +126,34 @@ def _resolve(name: str, note_renames: bool) -> str:
     )
 
 
+def _resolve_from_module(name: str, module: str, environment_id: str) -> str:
+    """`module:id` (gymnasium's own form): imports `module`, whose import registers `id`, and returns
+    `id`. Every process that resolves the name imports the module, so actor processes find the env too."""
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise errors.ConfigError(
+            f"unknown environment {name!r}: cannot import its module {module!r} ({e}); is it installed, "
+            "or on PYTHONPATH?"
+        ) from None
+    if environment_id in gym.registry:
+        return environment_id
+    close = difflib.get_close_matches(environment_id, list(gym.registry), n=3, cutoff=0.6)
+    suggestion = f"; did you mean {', '.join(f'{module}:{c}' for c in close)}?" if close else ""
+    raise errors.ConfigError(
+        f"unknown environment {name!r}: importing {module} registered no environment {environment_id!r}"
+        f"{suggestion} (it must call gymnasium.register(id={environment_id!r}, ...) when imported)"
+    )
+
+
 def resolve_environment_name(name: str) -> str:
     """Returns the canonical gymnasium id for a user-given environment name.
 
     Resolution uses only gymnasium's registry (no environment is created), so it is fast.
 
     * Registered ids are returned unchanged: `CartPole-v1`, `ALE/Breakout-v5`, `PongNoFrameskip-v4`.
+    * `module:id` (a user's own env) imports `module`, which registers `id`, and returns `id`:
+      `mypkg.envs:Maze-v0` -> `Maze-v0`.
     * Short Atari names (case-insensitive) become the no-frameskip v4 id: `Pong` -> `PongNoFrameskip-v4`.
     * Ids gymnasium dropped for a bug-fixed version are mapped with a one-line note on stderr:
       `LunarLander-v2` -> `LunarLander-v3` (likewise LunarLanderContinuous, BipedalWalker[Hardcore],
@@ -134,7 +167,8 @@ def resolve_environment_name(name: str) -> str:
       A key of `gymnasium.registry`.
 
     Raises:
-      errors.ConfigError: the name is unknown; the one-line message lists the closest valid names.
+      errors.ConfigError: the name is unknown, or its module cannot be imported or does not register
+        it; the one-line message lists the closest valid names.
     """
     return _resolve(name, note_renames=True)
 
@@ -153,15 +187,25 @@ def is_atari(name: str) -> bool:
     return gym.spec(_resolve(name, note_renames=False)).entry_point == _ATARI_ENTRY_POINT
 
 
-def _make(environment_id: str, **kwargs: Any) -> gym.Env:
-    """gym.make, with a missing optional dependency (mujoco, box2d, ...) reported as a ConfigError."""
+def _make(environment_id: str, env_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> gym.Env:
+    """gym.make with the user's constructor arguments (`--env_kwargs`) beside ours (`kwargs`); a missing
+    optional dependency (mujoco, box2d, ...) or an argument the constructor does not take is a ConfigError."""
+    env_kwargs = dict(env_kwargs or {})
+    clash = sorted(set(env_kwargs) & set(kwargs))
+    errors.require(not clash, f"--env_kwargs cannot set {', '.join(clash)}: the run sets it from its own flags")
     try:
-        return gym.make(environment_id, **kwargs)
+        return gym.make(environment_id, **kwargs, **env_kwargs)
     except gym.error.DependencyNotInstalled as e:
         message = " ".join(str(e).split())  # one line
         if "mujoco" in message.lower():  # an optional extra of this project, not of gymnasium
             message = "MuJoCo is an optional extra: pip install -e '.[mujoco]' (or pip install mujoco)"
         raise errors.ConfigError(f"cannot create {environment_id}: {message}") from e
+    except TypeError as e:
+        if not env_kwargs:
+            raise
+        raise errors.ConfigError(
+            f"cannot create {environment_id} with --env_kwargs={json.dumps(env_kwargs)}: {e}"
+        ) from e
 
 
 def create_classic_environment(
@@ -171,24 +215,38 @@ def create_classic_environment(
     render_mode: str | None = None,
     video_dir: str | None = None,
     video_name: str | None = None,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    frame_height: int = 84,
+    frame_width: int = 84,
+    frame_stack: int = 4,
+    clip_reward: bool = False,
 ) -> gym.Env:
-    """Creates a non-Atari gymnasium environment (classic control, Box2D, ...) with episode statistics.
+    """Creates a non-Atari gymnasium environment (classic control, Box2D, a user's own) with episode
+    statistics. An env whose observations are images (`is_image_space`) gets the Atari-style
+    preprocessing (`preprocess_images`); the frame arguments and `clip_reward` apply to it only.
 
     Args:
-      environment_name: anything `resolve_environment_name` accepts, e.g. `CartPole-v1`.
+      environment_name: anything `resolve_environment_name` accepts, e.g. `CartPole-v1` or
+        `mypkg.envs:Maze-v0`.
       seed: seeds `env.action_space` here. The caller must also call `env.reset(seed=seed)` for the
         first reset (and `env.reset()` afterwards): that is what seeds the environment's dynamics.
       max_episode_steps: if > 0, replaces the registered time limit (env steps); 0 keeps it.
       render_mode: gymnasium render mode, e.g. `"rgb_array"` or `"human"`; None renders nothing.
       video_dir: if set, the first episode is recorded to an mp4 in this directory.
       video_name: the mp4's name without extension (default: the environment id); see `unique_video_name`.
+      env_kwargs: keyword arguments of the env's constructor (`--env_kwargs`).
+      frame_height: image observations: frame height after resizing.
+      frame_width: image observations: frame width after resizing.
+      frame_stack: image observations: frames stacked into one observation.
+      clip_reward: image observations: rewards are replaced by their sign (statistics stay raw).
 
     Returns:
-      The environment, wrapped in `RecordEpisodeStatistics` (outermost).
+      The environment; `RecordEpisodeStatistics` sees its raw rewards.
 
     Raises:
-      errors.ConfigError: unknown name, an Atari name (use `create_atari_environment`), or a
-        missing dependency.
+      errors.ConfigError: unknown name, an Atari name (use `create_atari_environment`), a missing
+        dependency, or `env_kwargs` the constructor does not take.
     """
     environment_id = _resolve(environment_name, note_renames=False)  # the run script noted any rename
     if is_atari(environment_id):
@@ -201,11 +259,45 @@ def create_classic_environment(
     kwargs: dict[str, Any] = {"render_mode": render_mode}
     if max_episode_steps > 0:
         kwargs["max_episode_steps"] = max_episode_steps
-    env = _make(environment_id, **kwargs)
+    env = _make(environment_id, env_kwargs, **kwargs)
     env = _record_first_episode(env, video_dir, video_name or environment_id)
     env = RecordEpisodeStatistics(env)
+    if is_image_space(env.observation_space):
+        env = preprocess_images(env, frame_height, frame_width, frame_stack, clip_reward)
     env.action_space.seed(seed)
     return env
+
+
+def is_image_space(space: gym.Space) -> bool:
+    """Whether observations are camera-like frames: uint8 [H, W], [H, W, 1] or [H, W, 3] (RGB)."""
+    if not isinstance(space, gym.spaces.Box) or space.dtype != np.uint8:
+        return False
+    shape = space.shape
+    return len(shape) == 2 or (len(shape) == 3 and shape[-1] in (1, 3))
+
+
+def preprocess_images(
+    env: gym.Env, frame_height: int, frame_width: int, frame_stack: int, clip_reward: bool
+) -> gym.Env:
+    """The Atari-style preprocessing of a non-ALE env with image observations, outside its episode
+    statistics: reward clipping (if set), grayscale, resize to frame_height x frame_width, and a stack
+    of the last frame_stack frames: uint8 [frame_stack, frame_height, frame_width], the shape Atari
+    observations have, so the same Nature-CNN networks and frame-sharing replay take it.
+
+    What is ALE's own does not apply: frame skip with max-pooling, no-op starts, sticky actions, FIRE
+    on reset and a lost life as a terminal state.
+    """
+    for flag, value in [("frame_height", frame_height), ("frame_width", frame_width), ("frame_stack", frame_stack)]:
+        errors.require(value >= 1, f"{flag} must be >= 1, got {value}")
+    if clip_reward:
+        env = TransformReward(env, _sign)
+    shape = env.observation_space.shape
+    if len(shape) == 3 and shape[-1] == 3:
+        env = GrayscaleObservation(env, keep_dim=False)
+    elif len(shape) == 3:
+        env = ReshapeObservation(env, shape[:2])
+    env = ResizeObservation(env, (frame_height, frame_width))
+    return FrameStackObservation(env, stack_size=frame_stack, padding_type="reset")
 
 
 def _render_mode_for_video(render_mode: str | None, video_dir: str | None) -> str | None:
@@ -418,6 +510,7 @@ def create_atari_environment(
     render_mode: str | None = None,
     video_dir: str | None = None,
     video_name: str | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> gym.Env:
     """Creates an Atari game with the Nature-DQN preprocessing (see the module docstring for the order).
 
@@ -446,6 +539,7 @@ def create_atari_environment(
         (written when the second game starts or the env is closed); needs `render_mode` None or
         `"rgb_array"`.
       video_name: the mp4's name without extension (default: the environment id).
+      env_kwargs: more arguments of ale-py's `AtariEnv` (`--env_kwargs`), e.g. `{"mode": 1}`.
 
     Returns:
       The wrapped environment: observations `uint8 [frame_stack, frame_height, frame_width]`.
@@ -473,6 +567,7 @@ def create_atari_environment(
     render_mode = _render_mode_for_video(render_mode, video_dir)
     env = _make(
         environment_id,
+        env_kwargs,
         frameskip=1,
         repeat_action_probability=sticky_action_probability,
         full_action_space=False,
