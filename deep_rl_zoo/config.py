@@ -62,7 +62,7 @@ class RunConfig:
         "import registers it), e.g. mypkg.envs:Maze-v0.",
     )
     env_kwargs: str = field(
-        "", 'The env constructor\'s keyword arguments as a JSON object, e.g. \'{"size": 8}\'; empty: none.'
+        "", "The env constructor's keyword arguments as a JSON object, e.g. '{\"size\": 8}'; empty: none."
     )
     seed: int = field(1, "Seed of every random number generator of the run.")
     num_iterations: int = field(10, "Iterations of training then evaluation; a checkpoint after each.")
@@ -177,7 +177,7 @@ class EvalConfig:
         "import registers it), e.g. mypkg.envs:Maze-v0.",
     )
     env_kwargs: str = field(
-        "", 'The env constructor\'s keyword arguments as a JSON object, e.g. \'{"size": 8}\'; empty: none.'
+        "", "The env constructor's keyword arguments as a JSON object, e.g. '{\"size\": 8}'; empty: none."
     )
     seed: int = field(1, "Seed of the environment and of the exploration.")
     num_episodes: int = field(5, "Whole episodes to play per iteration (unless --num_eval_steps is set).")
@@ -283,7 +283,9 @@ def _check_script_fits_environment(config: Any) -> None:
         return
     from deep_rl_zoo import gym_env  # lazily: it imports gymnasium
 
-    gym_env.check_script_fits_environment(main_spec.name, config.environment_name)
+    gym_env.check_script_fits_environment(
+        main_spec.name, config.environment_name, parse_env_kwargs(getattr(config, "env_kwargs", ""))
+    )
 
 
 def run_script(

@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 
 from deep_rl_zoo import gym_env, main_loop, vector_env
-from deep_rl_zoo.config import EvalConfig, RunConfig
+from deep_rl_zoo.config import EvalConfig, RunConfig, parse_env_kwargs
 from deep_rl_zoo.errors import require
 
 
@@ -55,6 +55,11 @@ def make_train_environment(
         f"--num_envs={num_envs}: {agent_name} wraps its environment (e.g. obscured screens) and runs one env",
     )
     if gym_env.is_atari(config.environment_name):
+        require(
+            not parse_env_kwargs(config.env_kwargs),
+            f"--env_kwargs with --num_envs={num_envs}: ale-py's vector env takes no constructor arguments; "
+            "run --num_envs=1",
+        )
         return vector_env.AtariVectorEnvironment(
             config.environment_name,
             num_envs,
@@ -92,10 +97,12 @@ def _make_base_environment(
     video_dir: str | None,
     video_name: str | None,
 ) -> gym.Env:
+    env_kwargs = parse_env_kwargs(config.env_kwargs)
     if gym_env.is_atari(config.environment_name):
         return gym_env.create_atari_environment(
             config.environment_name,
             seed=seed,
+            env_kwargs=env_kwargs,
             frame_height=config.environment_height,
             frame_width=config.environment_width,
             frame_skip=config.environment_frame_skip,
@@ -116,6 +123,12 @@ def _make_base_environment(
         render_mode=render_mode,
         video_dir=video_dir,
         video_name=video_name,
+        env_kwargs=env_kwargs,
+        # Image observations only (a user's camera-based env): the Atari-style preprocessing.
+        frame_height=config.environment_height,
+        frame_width=config.environment_width,
+        frame_stack=config.environment_frame_stack,
+        clip_reward=train and getattr(config, "clip_reward", False),  # evaluation configs have none
     )
 
 

@@ -36,11 +36,9 @@ Seeding: the factories seed `env.action_space`; the caller must pass the same se
 """
 
 import difflib
-import difflib
 import importlib
 import importlib.util
 import json
-import os
 import os
 import sys
 import warnings
@@ -138,12 +136,21 @@ def _resolve_from_module(name: str, module: str, environment_id: str) -> str:
         ) from None
     if environment_id in gym.registry:
         return environment_id
-    close = difflib.get_close_matches(environment_id, list(gym.registry), n=3, cutoff=0.6)
+    registered = [env_id for env_id, spec in gym.registry.items() if _entry_point_module(spec) == module]
+    close = difflib.get_close_matches(environment_id, registered, n=3, cutoff=0.6) or registered[:3]
     suggestion = f"; did you mean {', '.join(f'{module}:{c}' for c in close)}?" if close else ""
     raise errors.ConfigError(
         f"unknown environment {name!r}: importing {module} registered no environment {environment_id!r}"
         f"{suggestion} (it must call gymnasium.register(id={environment_id!r}, ...) when imported)"
     )
+
+
+def _entry_point_module(spec: gym.envs.registration.EnvSpec) -> str:
+    """The module an env's constructor lives in: `pkg.envs` for "pkg.envs:Maze" or a class of it."""
+    entry_point = spec.entry_point
+    if isinstance(entry_point, str):
+        return entry_point.partition(":")[0]
+    return getattr(entry_point, "__module__", "")
 
 
 def resolve_environment_name(name: str) -> str:
@@ -192,7 +199,9 @@ def _make(environment_id: str, env_kwargs: Mapping[str, Any] | None = None, **kw
     optional dependency (mujoco, box2d, ...) or an argument the constructor does not take is a ConfigError."""
     env_kwargs = dict(env_kwargs or {})
     clash = sorted(set(env_kwargs) & set(kwargs))
-    errors.require(not clash, f"--env_kwargs cannot set {', '.join(clash)}: the run sets it from its own flags")
+    errors.require(
+        not clash, f"--env_kwargs cannot set {', '.join(clash)}: the run sets it from its own flags"
+    )
     try:
         return gym.make(environment_id, **kwargs, **env_kwargs)
     except gym.error.DependencyNotInstalled as e:
@@ -203,8 +212,9 @@ def _make(environment_id: str, env_kwargs: Mapping[str, Any] | None = None, **kw
     except TypeError as e:
         if not env_kwargs:
             raise
+        reason = str(e).split(" was raised from the environment creator")[0]  # gymnasium's addition
         raise errors.ConfigError(
-            f"cannot create {environment_id} with --env_kwargs={json.dumps(env_kwargs)}: {e}"
+            f"cannot create {environment_id} with --env_kwargs={json.dumps(env_kwargs)}: {reason}"
         ) from e
 
 
@@ -287,7 +297,11 @@ def preprocess_images(
     What is ALE's own does not apply: frame skip with max-pooling, no-op starts, sticky actions, FIRE
     on reset and a lost life as a terminal state.
     """
-    for flag, value in [("frame_height", frame_height), ("frame_width", frame_width), ("frame_stack", frame_stack)]:
+    for flag, value in [
+        ("frame_height", frame_height),
+        ("frame_width", frame_width),
+        ("frame_stack", frame_stack),
+    ]:
         errors.require(value >= 1, f"{flag} must be >= 1, got {value}")
     if clip_reward:
         env = TransformReward(env, _sign)
@@ -654,17 +668,23 @@ def _env_id(env: gym.Env) -> str:
     return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
 
 
-def check_script_fits_environment(script: str, environment_name: str) -> None:
+def check_script_fits_environment(
+    script: str, environment_name: str, env_kwargs: Mapping[str, Any] | None = None
+) -> None:
     """Raises a one-line ConfigError naming the right script when `script` is not for this environment.
 
     An Atari game given to a classic-control script points at the package's `run_atari`, another game
-    given to `run_atari` at `run_classic`; a continuous-action task given to `run_classic` of a package
-    that has a `run_continuous` (PPO) points there, and a discrete one given to `run_continuous` back.
+    given to `run_atari` at `run_classic`, unless its observations are images (a user's camera-based
+    env, which `run_atari` preprocesses like Atari frames, with a one-line note of what does not apply);
+    an env with image observations given to `run_classic` points at `run_atari`. A continuous-action
+    task given to `run_classic` of a package that has a `run_continuous` (PPO) points there, and a
+    discrete one given to `run_continuous` back.
 
     Args:
       script: the running module, e.g. `deep_rl_zoo.ppo.run_classic`; other modules (eval_agent, tests)
         are not checked.
       environment_name: as the user typed it.
+      env_kwargs: the env constructor's arguments (`--env_kwargs`), for the probe that reads its spaces.
     """
     package, _, kind = script.rpartition(".")
     if not package.startswith("deep_rl_zoo.") or not kind.startswith("run_"):
@@ -683,12 +703,26 @@ def check_script_fits_environment(script: str, environment_name: str) -> None:
 
     if atari and "atari" not in kind:
         refuse("is an Atari game", kind.replace("classic", "atari") if "classic" in kind else "run_atari")
-    if not atari and "atari" in kind:
-        refuse("is not an Atari game", kind.replace("atari", "classic"))
+    if atari:
+        return
+    probe = _make(_resolve(environment_name, note_renames=False), env_kwargs)  # its own spaces, unwrapped
+    images = is_image_space(probe.observation_space)
+    continuous = isinstance(probe.action_space, gym.spaces.Box)
+    probe.close()
+    if "atari" in kind and not images:
+        refuse(
+            "is neither an Atari game nor an env with image observations", kind.replace("atari", "classic")
+        )
+    if "classic" in kind and images:
+        refuse("has image observations", kind.replace("classic", "atari"))
+    if "atari" in kind:
+        print(
+            f"note: {environment_name} is not an ALE game: its frames are grayscaled, resized and stacked "
+            "like Atari's and --clip_reward applies, but --environment_frame_skip, --noop_max, "
+            "--sticky_action_probability and --terminal_on_life_loss do not",
+            file=sys.stderr,
+        )
     if kind in ("run_classic", "run_continuous") and importlib.util.find_spec(f"{package}.run_continuous"):
-        probe = create_classic_environment(environment_name, seed=0)
-        continuous = isinstance(probe.action_space, gym.spaces.Box)
-        probe.close()
         if continuous and kind == "run_classic":
             refuse("has continuous actions", "run_continuous")
         if not continuous and kind == "run_continuous":

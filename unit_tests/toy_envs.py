@@ -44,7 +44,9 @@ class ToyCorridor(gym.Env):
         return int(action) == 1
 
     def step(self, action: Any):
-        self._cell = min(self._cell + 1, self.length - 1) if self._moves_right(action) else max(self._cell - 1, 0)
+        self._cell = (
+            min(self._cell + 1, self.length - 1) if self._moves_right(action) else max(self._cell - 1, 0)
+        )
         arrived = self._cell == self.length - 1
         return self._observation(), float(arrived), arrived, False, {}
 
