@@ -17,6 +17,7 @@ from deep_rl_zoo.runtime.interface import ActorRuntime, DistributedLearner, Lear
 from deep_rl_zoo.runtime.local import LocalActorRuntime
 from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
 from deep_rl_zoo.runtime.ray_backend import RayActorRuntime, import_ray
+from deep_rl_zoo.trackers import LogCallback
 from deep_rl_zoo.types_ import Agent
 
 
@@ -213,6 +214,7 @@ def train_distributed(
     action_space: str = "discrete",
     batched_actors: bool = False,
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
+    on_log: LogCallback | None = None,
 ) -> main_loop.LoopState:
     """Runs a distributed training run (one learner process, `config.num_actors` actors).
 
@@ -227,6 +229,8 @@ def train_distributed(
       wrap_env: an agent's own outermost wrapper of every env, the actors' and the evaluation's (e.g.
         `drqn.obscured.obscuring_wrapper`); it travels to the actor processes, so it must pickle (a
         module-level class or function, or a functools.partial of one; not a lambda).
+      on_log: `(prefix, values, env_step)`, called in this (the learner's) process with every group of
+        scalars the run logs (`trackers.RunLogger`).
 
     Everything that can reject the input is checked before any process starts or anything is written.
     """
@@ -254,7 +258,7 @@ def train_distributed(
         environments.check_action_space(eval_env, agent_name, action_space)
         agents = build_learner(eval_env, device)
         loop_state = run_folders.restore_or_start(config, agents.learner, resume)
-        logger, checkpoint_folder = run_folders.open_run(config, agent_name, loop_state, resume)
+        logger, checkpoint_folder = run_folders.open_run(config, agent_name, loop_state, resume, on_log)
         save = run_folders.checkpoint_saver(
             config, agent_name, environment_id, agents.learner, checkpoint_folder
         )

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from deep_rl_zoo import checkpoint as checkpoint_lib
 from deep_rl_zoo import evaluation, optimization, run_folders, training
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo.config import QEvalConfig, RunConfig, field
@@ -279,6 +280,23 @@ def load_network(
     if checkpoint is not None:
         network.load_state_dict(checkpoint["agent"]["network"])
     return network.to(device).eval()
+
+
+def load_trained_network(
+    checkpoint_path: str,
+    env: gym.Env,
+    agent_name: str,
+    config_class: type[ReplayQConfig],
+    build_network: Callable[[Any, tuple[int, ...], int], nn.Module],
+    device: str | torch.device = "cpu",
+) -> nn.Module:
+    """The online network a checkpoint file holds, rebuilt with the config it was trained with, for
+    `env` (made as the run made its envs, so its observations are preprocessed alike), in eval mode.
+    Raises CheckpointError when the file is not `agent_name`'s for this env."""
+    environment_id = env.spec.id if env.spec is not None else ""
+    payload = checkpoint_lib.load_checkpoint(checkpoint_path, agent_name, environment_id)
+    config = trained_config(config_class, payload)
+    return load_network(build_network, config, payload, env, torch.device(device))
 
 
 def evaluate_epsilon_greedy(

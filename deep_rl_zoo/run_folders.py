@@ -50,9 +50,14 @@ def restore_or_start(config: RunConfig, agent: Any, resume: ResumePoint | None) 
 
 
 def open_run(
-    config: RunConfig, agent_name: str, loop_state: main_loop.LoopState, resume: ResumePoint | None
+    config: RunConfig,
+    agent_name: str,
+    loop_state: main_loop.LoopState,
+    resume: ResumePoint | None,
+    on_log: trackers.LogCallback | None = None,
 ) -> tuple[trackers.RunLogger, str]:
-    """The run's logger and checkpoint folder: the resumed run's, or a new pair sharing one fresh name.
+    """The run's logger (which also hands its scalars to `on_log`) and checkpoint folder: the resumed
+    run's, or a new pair sharing one fresh name.
 
     A new run is `<AGENT>_<env>[_<tag>]`, with `-2`, `-3`... when that name is taken under --runs_dir
     or --checkpoint_dir, so runs of a --tag sweep never collide and nothing is ever overwritten.
@@ -78,6 +83,7 @@ def open_run(
         use_tensorboard=config.use_tensorboard,
         results_csv_path=config.results_csv_path or os.path.join(loop_state.run_dir, "results.csv"),
         debug_screenshots_interval=config.debug_screenshots_interval,
+        on_log=on_log,
     )
     return logger, checkpoint_folder
 

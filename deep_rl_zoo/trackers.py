@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -81,8 +81,14 @@ class PhaseStats:
         }
 
 
+# `main(config, on_log=...)`'s callback: (namespace, scalars, env step), e.g. ("train", {"episode_return":
+# 200.0, "episode_length": 312}, 41000), every time the run logs scalars (docs/python_api.md lists them).
+LogCallback = Callable[[str, dict[str, float], int], None]
+
+
 class RunLogger:
-    """Writes TensorBoard scalars and images, the CSV results file and debug screenshots of one run."""
+    """Writes TensorBoard scalars and images, the CSV results file and debug screenshots of one run, and
+    hands every group of scalars to `on_log` (a notebook's live plots), whether TensorBoard is on or not."""
 
     def __init__(
         self,
@@ -91,9 +97,11 @@ class RunLogger:
         results_csv_path: str,
         debug_screenshots_interval: int = 0,
         screenshot_dir: str | None = None,
+        on_log: LogCallback | None = None,
     ):
         """
         Args:
+          on_log: called as `on_log(prefix, values, step)` by every `scalars` call, with a copy of the values.
           screenshot_dir: where debug screenshots go; default `<run_dir>/screenshots`, next to the run's
             other logs (the repository's top-level screenshots/ holds the README's pictures).
         """
@@ -103,6 +111,7 @@ class RunLogger:
         self.screenshot_dir = screenshot_dir or os.path.join(run_dir, "screenshots")
         self._csv_columns: list[str] | None = None  # the header of results_csv_path, once known
         self._csv_dropped: set[str] = set()  # keys already warned about
+        self._on_log = on_log
         self._writer = None
         if use_tensorboard:
             from torch.utils.tensorboard import SummaryWriter  # imported lazily: it is slow to import
@@ -111,6 +120,8 @@ class RunLogger:
             self._writer = SummaryWriter(log_dir=run_dir)
 
     def scalars(self, prefix: str, values: Mapping[str, float], step: int) -> None:
+        if self._on_log is not None:
+            self._on_log(prefix, dict(values), step)
         if self._writer is None:
             return
         for key, value in values.items():

@@ -10,6 +10,7 @@ import torch
 
 from deep_rl_zoo import environments, gym_env, main_loop, process_setup, run_folders
 from deep_rl_zoo.config import RunConfig
+from deep_rl_zoo.trackers import LogCallback
 from deep_rl_zoo.types_ import Agent
 
 
@@ -24,8 +25,11 @@ def train(
     build_agents: Callable[[gym.Env, torch.device], Agents],
     action_space: str = "discrete",
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
+    on_log: LogCallback | None = None,
 ) -> main_loop.LoopState:
     """Runs a single-process training run end to end; returns where it stopped.
+
+    `on_log(prefix, values, env_step)` receives every group of scalars the run logs (`trackers.RunLogger`).
 
     Everything that can reject the input (environment name, action space, checkpoint for --resume)
     is checked before the first env step and before anything is written.
@@ -50,7 +54,7 @@ def train(
     loop_state = run_folders.restore_or_start(config, agents.train_agent, resume)
     if resume is not None and getattr(config, "checkpoint_replay", False):
         run_folders.restore_replay(config, agent_name, agents.train_agent, resume)
-    logger, checkpoint_folder = run_folders.open_run(config, agent_name, loop_state, resume)
+    logger, checkpoint_folder = run_folders.open_run(config, agent_name, loop_state, resume, on_log)
     save = run_folders.checkpoint_saver(
         config, agent_name, environment_id, agents.train_agent, checkpoint_folder
     )

@@ -15,6 +15,7 @@ from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import policy
 from deep_rl_zoo.normalizers import NormalizedNetwork
 from deep_rl_zoo.runtime import LearnerLink
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,21 +124,23 @@ def _unroll_actor(
     )
 
 
-def main(config: A2cConfig):
+def main(config: A2cConfig, on_log: LogCallback | None = None):
     return distributed.train_distributed(
         config,
         A2c.agent_name,
         lambda env, device: build_learner(config, env, device, False),
         build_actor,
         batched_actors=True,
+        on_log=on_log,
     )
 
 
-def main_grad(config: A2cConfig):
+def main_grad(config: A2cConfig, on_log: LogCallback | None = None):
     return distributed.train_distributed(
         config,
         A2cGrad.agent_name,
         lambda env, device: build_learner(config, env, device, True),
         build_gradient_actor,
         batched_actors=True,
+        on_log=on_log,
     )

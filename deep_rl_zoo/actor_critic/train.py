@@ -11,6 +11,7 @@ from deep_rl_zoo.config import PolicyEvaluation, RunConfig, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_critic_network
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +66,10 @@ def build_agents(config: ActorCriticConfig, env: gym.Env, device: torch.device) 
     return training.Agents(train_agent, eval_agent)
 
 
-def main(config: ActorCriticConfig):
+def main(config: ActorCriticConfig, on_log: LogCallback | None = None):
     return training.train(
-        config, agent.ActorCritic.agent_name, lambda env, device: build_agents(config, env, device)
+        config,
+        agent.ActorCritic.agent_name,
+        lambda env, device: build_agents(config, env, device),
+        on_log=on_log,
     )

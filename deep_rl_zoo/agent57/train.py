@@ -13,6 +13,7 @@ from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.ngu import train as ngu_train
 from deep_rl_zoo.runtime import LearnerLink
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,11 +87,12 @@ def build_actor(config: Agent57Config, env: gym.Env, device: torch.device, link:
     return actor, networks
 
 
-def main(config: Agent57Config):
+def main(config: Agent57Config, on_log: LogCallback | None = None):
     return distributed.train_distributed(
         config,
         Agent57.agent_name,
         lambda env, device: build_learner(config, env, device),
         build_actor,
         wrap_env=obscuring_wrapper(config.obscure_probability),
+        on_log=on_log,
     )

@@ -9,6 +9,7 @@ from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.c51_dqn import agent
 from deep_rl_zoo.config import field
 from deep_rl_zoo.networks.value import build_c51_network
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +49,7 @@ def build_agents(config: C51Config, env: gym.Env, device: torch.device) -> train
     return replay_q_agents.build_epsilon_greedy_agents(config, env, device, agent.C51Dqn, build_network)
 
 
-def main(config: C51Config):
+def main(config: C51Config, on_log: LogCallback | None = None):
     return training.train(
-        config, agent.C51Dqn.agent_name, lambda env, device: build_agents(config, env, device)
+        config, agent.C51Dqn.agent_name, lambda env, device: build_agents(config, env, device), on_log=on_log
     )

@@ -9,6 +9,7 @@ from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.config import field
 from deep_rl_zoo.double_dqn import agent
 from deep_rl_zoo.dqn.train import build_network
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +37,10 @@ def build_agents(config: DoubleDqnConfig, env: gym.Env, device: torch.device) ->
     return replay_q_agents.build_epsilon_greedy_agents(config, env, device, agent.DoubleDqn, build_network)
 
 
-def main(config: DoubleDqnConfig):
+def main(config: DoubleDqnConfig, on_log: LogCallback | None = None):
     return training.train(
-        config, agent.DoubleDqn.agent_name, lambda env, device: build_agents(config, env, device)
+        config,
+        agent.DoubleDqn.agent_name,
+        lambda env, device: build_agents(config, env, device),
+        on_log=on_log,
     )

@@ -5,9 +5,10 @@ import dataclasses
 import gymnasium as gym
 import torch
 
-from deep_rl_zoo import replay_q_agents, training
+from deep_rl_zoo import main_loop, replay_q_agents, training
 from deep_rl_zoo.dqn import agent
 from deep_rl_zoo.networks.value import build_q_network
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,5 +38,19 @@ def build_agents(config: DqnConfig, env: gym.Env, device: torch.device) -> train
     return replay_q_agents.build_epsilon_greedy_agents(config, env, device, agent.Dqn, build_network)
 
 
-def main(config: DqnConfig):
-    return training.train(config, agent.Dqn.agent_name, lambda env, device: build_agents(config, env, device))
+def main(config: DqnConfig, on_log: LogCallback | None = None) -> main_loop.LoopState:
+    """Trains DQN as `run_classic` and `run_atari` do, with `config` for their flags; returns where the
+    run stopped (its folder, env steps, best evaluation). `on_log(prefix, values, env_step)` receives
+    every group of scalars the run logs. The Python API: docs/python_api.md."""
+    return training.train(
+        config, agent.Dqn.agent_name, lambda env, device: build_agents(config, env, device), on_log=on_log
+    )
+
+
+def load_network(checkpoint_path: str, env: gym.Env, device: str | torch.device = "cpu") -> torch.nn.Module:
+    """The Q-network a DQN checkpoint holds, for `env` made as the run made its envs (e.g.
+    `gym_env.create_classic_environment`), in eval mode; `greedy_actors.greedy_action(network,
+    observation, device)` plays it greedily. See docs/python_api.md."""
+    return replay_q_agents.load_trained_network(
+        checkpoint_path, env, agent.Dqn.agent_name, DqnConfig, build_network, device
+    )

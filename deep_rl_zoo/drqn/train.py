@@ -12,6 +12,7 @@ from deep_rl_zoo.drqn import agent
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks.value import DrqnNetwork
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,10 +122,11 @@ def build_agents(config: DrqnConfig, env: gym.Env, device: torch.device) -> trai
     return training.Agents(train_agent, eval_agent)
 
 
-def main(config: DrqnConfig):
+def main(config: DrqnConfig, on_log: LogCallback | None = None):
     return training.train(
         config,
         agent.Drqn.agent_name,
         lambda env, device: build_agents(config, env, device),
         wrap_env=obscuring_wrapper(config.obscure_probability),
+        on_log=on_log,
     )

@@ -14,6 +14,7 @@ from deep_rl_zoo.impala.agent import Impala, ImpalaActingPolicy, ImpalaGreedyAct
 from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.schedules import LinearSchedule
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +112,11 @@ def build_actor(
     return actor, network
 
 
-def main(config: ImpalaConfig):
+def main(config: ImpalaConfig, on_log: LogCallback | None = None):
     return distributed.train_distributed(
-        config, Impala.agent_name, lambda env, device: build_learner(config, env, device), build_actor
+        config,
+        Impala.agent_name,
+        lambda env, device: build_learner(config, env, device),
+        build_actor,
+        on_log=on_log,
     )

@@ -12,6 +12,7 @@ from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor
 from deep_rl_zoo.iqn import agent
 from deep_rl_zoo.networks.value import IqnNetwork
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,5 +80,7 @@ def build_agents(config: IqnConfig, env: gym.Env, device: torch.device) -> train
     return training.Agents(train_agent, eval_agent)
 
 
-def main(config: IqnConfig):
-    return training.train(config, agent.Iqn.agent_name, lambda env, device: build_agents(config, env, device))
+def main(config: IqnConfig, on_log: LogCallback | None = None):
+    return training.train(
+        config, agent.Iqn.agent_name, lambda env, device: build_agents(config, env, device), on_log=on_log
+    )

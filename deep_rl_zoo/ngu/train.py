@@ -25,6 +25,7 @@ from deep_rl_zoo.ngu.agent import (
 from deep_rl_zoo.r2d2.train import R2d2Config
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,11 +298,12 @@ def build_actor(config: NguConfig, env: gym.Env, device: torch.device, link: Lea
     return actor_for(config, env, device, link, seed, networks, policy, Ngu.agent_name), networks
 
 
-def main(config: NguConfig):
+def main(config: NguConfig, on_log: LogCallback | None = None):
     return distributed.train_distributed(
         config,
         Ngu.agent_name,
         lambda env, device: build_learner(config, env, device),
         build_actor,
         wrap_env=obscuring_wrapper(config.obscure_probability),
+        on_log=on_log,
     )

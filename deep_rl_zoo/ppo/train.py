@@ -17,6 +17,7 @@ from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, Re
 from deep_rl_zoo.ppo.agent import Ppo
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.schedules import LinearSchedule
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +189,7 @@ def unroll_actor(
     )
 
 
-def main(config: PpoConfig, action_space: str = "discrete"):
+def main(config: PpoConfig, action_space: str = "discrete", on_log: LogCallback | None = None):
     return distributed.train_distributed(
         config,
         Ppo.agent_name,
@@ -196,4 +197,5 @@ def main(config: PpoConfig, action_space: str = "discrete"):
         build_actor,
         action_space=action_space,
         batched_actors=True,
+        on_log=on_log,
     )

@@ -15,6 +15,7 @@ from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, Re
 from deep_rl_zoo.ppo import train as ppo_train
 from deep_rl_zoo.ppo_icm.agent import PpoIcm
 from deep_rl_zoo.runtime import LearnerLink
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +132,11 @@ def build_actor(
     return ppo_train.unroll_actor(config, env, device, link, seed, policy, PpoIcm.agent_name), network
 
 
-def main(config: PpoIcmConfig):
+def main(config: PpoIcmConfig, on_log: LogCallback | None = None):
     return distributed.train_distributed(
-        config, PpoIcm.agent_name, lambda env, device: build_learner(config, env, device), build_actor
+        config,
+        PpoIcm.agent_name,
+        lambda env, device: build_learner(config, env, device),
+        build_actor,
+        on_log=on_log,
     )

@@ -16,6 +16,7 @@ from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, Re
 from deep_rl_zoo.ppo import train as ppo_train
 from deep_rl_zoo.ppo_rnd.agent import PpoRnd
 from deep_rl_zoo.runtime import LearnerLink
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +154,11 @@ def build_actor(
     return ppo_train.unroll_actor(config, env, device, link, seed, policy, PpoRnd.agent_name), network
 
 
-def main(config: PpoRndConfig):
+def main(config: PpoRndConfig, on_log: LogCallback | None = None):
     return distributed.train_distributed(
-        config, PpoRnd.agent_name, lambda env, device: build_learner(config, env, device), build_actor
+        config,
+        PpoRnd.agent_name,
+        lambda env, device: build_learner(config, env, device),
+        build_actor,
+        on_log=on_log,
     )

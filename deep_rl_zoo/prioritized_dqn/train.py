@@ -9,6 +9,7 @@ from deep_rl_zoo import replay_q_agents, training
 from deep_rl_zoo.config import field
 from deep_rl_zoo.dqn.train import build_network
 from deep_rl_zoo.prioritized_dqn import agent
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +56,10 @@ def build_agents(config: PrioritizedDqnConfig, env: gym.Env, device: torch.devic
     )
 
 
-def main(config: PrioritizedDqnConfig):
+def main(config: PrioritizedDqnConfig, on_log: LogCallback | None = None):
     return training.train(
-        config, agent.PrioritizedDqn.agent_name, lambda env, device: build_agents(config, env, device)
+        config,
+        agent.PrioritizedDqn.agent_name,
+        lambda env, device: build_agents(config, env, device),
+        on_log=on_log,
     )

@@ -10,6 +10,7 @@ from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks.value import QrQNetwork
 from deep_rl_zoo.qr_dqn import agent
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +54,7 @@ def build_agents(config: QrDqnConfig, env: gym.Env, device: torch.device) -> tra
     )
 
 
-def main(config: QrDqnConfig):
+def main(config: QrDqnConfig, on_log: LogCallback | None = None):
     return training.train(
-        config, agent.QrDqn.agent_name, lambda env, device: build_agents(config, env, device)
+        config, agent.QrDqn.agent_name, lambda env, device: build_agents(config, env, device), on_log=on_log
     )

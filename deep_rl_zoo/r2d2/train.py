@@ -16,6 +16,7 @@ from deep_rl_zoo.networks.value import DrqnNetwork
 from deep_rl_zoo.r2d2.agent import R2d2, R2d2Actor
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,11 +196,12 @@ def build_actor(config: R2d2Config, env: gym.Env, device: torch.device, link: Le
     return actor, network
 
 
-def main(config: R2d2Config):
+def main(config: R2d2Config, on_log: LogCallback | None = None):
     return distributed.train_distributed(
         config,
         R2d2.agent_name,
         lambda env, device: build_learner(config, env, device),
         build_actor,
         wrap_env=obscuring_wrapper(config.obscure_probability),
+        on_log=on_log,
     )

@@ -11,6 +11,7 @@ from deep_rl_zoo.config import field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks.value import build_rainbow_network
 from deep_rl_zoo.rainbow import agent
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ def build_agents(config: RainbowConfig, env: gym.Env, device: torch.device) -> t
     return training.Agents(train_agent, agent.MeanNetworkActor(network, device))
 
 
-def main(config: RainbowConfig):
+def main(config: RainbowConfig, on_log: LogCallback | None = None):
     return training.train(
-        config, agent.Rainbow.agent_name, lambda env, device: build_agents(config, env, device)
+        config, agent.Rainbow.agent_name, lambda env, device: build_agents(config, env, device), on_log=on_log
     )

@@ -11,6 +11,7 @@ from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_network
 from deep_rl_zoo.reinforce import agent
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +57,10 @@ def build_agents(config: ReinforceConfig, env: gym.Env, device: torch.device) ->
     return training.Agents(train_agent, eval_agent)
 
 
-def main(config: ReinforceConfig):
+def main(config: ReinforceConfig, on_log: LogCallback | None = None):
     return training.train(
-        config, agent.Reinforce.agent_name, lambda env, device: build_agents(config, env, device)
+        config,
+        agent.Reinforce.agent_name,
+        lambda env, device: build_agents(config, env, device),
+        on_log=on_log,
     )

@@ -11,6 +11,7 @@ from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks.policy import build_actor_network, build_critic_network
 from deep_rl_zoo.reinforce_baseline import agent
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,10 @@ def build_agents(config: ReinforceBaselineConfig, env: gym.Env, device: torch.de
     return training.Agents(train_agent, eval_agent)
 
 
-def main(config: ReinforceBaselineConfig):
+def main(config: ReinforceBaselineConfig, on_log: LogCallback | None = None):
     return training.train(
-        config, agent.ReinforceBaseline.agent_name, lambda env, device: build_agents(config, env, device)
+        config,
+        agent.ReinforceBaseline.agent_name,
+        lambda env, device: build_agents(config, env, device),
+        on_log=on_log,
     )

@@ -17,6 +17,7 @@ from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import common, policy, value
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.sac.agent import Sac, SacNetworks
+from deep_rl_zoo.trackers import LogCallback
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +122,11 @@ def build_actor(
     return actor, network
 
 
-def main(config: SacConfig):
+def main(config: SacConfig, on_log: LogCallback | None = None):
     return distributed.train_distributed(
-        config, Sac.agent_name, lambda env, device: build_learner(config, env, device), build_actor
+        config,
+        Sac.agent_name,
+        lambda env, device: build_learner(config, env, device),
+        build_actor,
+        on_log=on_log,
     )
