@@ -48,7 +48,11 @@ class NguConfig(R2d2Config):
     actor: j = 0 (beta 0, gamma 0.997) actors 0 and 2, epsilons 0.4 and 0.4^(17/3) ~ 0.0056; j = 1
     (beta 0.3, gamma 0.99) actors 1 and 3, epsilons 0.4^(10/3) ~ 0.047 and 0.4^8 ~ 0.00066."""
 
-    environment_name: str = field("MountainCar-v0", "Gymnasium id, or a short Atari name such as Pong.")
+    environment_name: str = field(
+        "MountainCar-v0",
+        "Gymnasium id, a short Atari name such as Pong, or module:id for an env of your own (the module's "
+        "import registers it), e.g. mypkg.envs:Maze-v0.",
+    )
     updates_per_env_step: float = field(
         0.0625, "Gradient steps per env step received (R2D2's classic 0.25 is 4x the CPU per env step)."
     )
