@@ -39,18 +39,34 @@ def test_episodic_memory_rewards_novelty_against_this_episode_only_with_a_runnin
     config = agent.EpisodicNoveltyConfig(memory_capacity=10, num_neighbours=2)
     memory = agent.EpisodicMemory(config)
     assert memory.reward(torch.tensor([0.0, 0.0])) == 0.0  # nothing to compare with yet
-    # One neighbour at squared distance 3^2 + 4^2 = 25; running mean of squared distances = 25.
-    r = memory.reward(torch.tensor([3.0, 4.0]))
-    assert memory.distance_mean == pytest.approx(25.0)
-    assert r == pytest.approx(float(exploration.episodic_intrinsic_reward(torch.tensor([[25.0]]), 25.0)[0]))
-    # Two neighbours now: (0,1) is at 1 from (0,0) and 3^2 + 3^2 = 18 from (3,4); mean (25 + 1 + 18) / 3.
+    assert memory.reward(torch.tensor([3.0, 4.0])) == 0.0  # one neighbour, fewer than k = 2
+    assert memory.distance_mean == 0.0  # nor does it enter the running mean
+    # Two neighbours now: (0,1) is at 1 from (0,0) and 3^2 + 3^2 = 18 from (3,4); mean (1 + 18) / 2.
     r = memory.reward(torch.tensor([0.0, 1.0]))
-    assert memory.distance_mean == pytest.approx(44.0 / 3.0)
-    expected = exploration.episodic_intrinsic_reward(torch.tensor([[1.0, 18.0]]), 44.0 / 3.0)
+    assert memory.distance_mean == pytest.approx(9.5)
+    expected = exploration.episodic_intrinsic_reward(torch.tensor([[1.0, 18.0]]), 9.5)
     assert r == pytest.approx(float(expected[0]))
     memory.reset()  # a new episode: the memory is empty again, the running mean stays
     assert memory.reward(torch.tensor([0.0, 1.0])) == 0.0
-    assert memory.distance_mean == pytest.approx(44.0 / 3.0)
+    assert memory.distance_mean == pytest.approx(9.5)
+
+
+def test_episodic_reward_is_zero_until_the_memory_holds_k_neighbours():
+    # Kernel epsilon 1, no cluster distance, c = 0: each neighbour at normalised distance 1 adds
+    # 1 / (1 + 1) = 0.5 to the kernel sum. With k = 3, steps 1-3 of the episode get nothing (the old
+    # rule gave step 2 1 / sqrt(0.5) = 1.41, step 3 1 / sqrt(1.0) = 1: more than the steady value);
+    # step 4 sees 1, -1, 1 at squared distance 1 each (mean 1): 1 / sqrt(3 * 0.5) = 0.816.
+    config = agent.EpisodicNoveltyConfig(
+        memory_capacity=10,
+        num_neighbours=3,
+        kernel_epsilon=1.0,
+        cluster_distance=0.0,
+        pseudo_count_constant=0.0,
+    )
+    memory = agent.EpisodicMemory(config)
+    rewards = [memory.reward(torch.tensor([x])) for x in (1.0, -1.0, 1.0, 0.0)]
+    assert rewards == pytest.approx([0.0, 0.0, 0.0, 1.0 / 1.5**0.5])
+    assert memory.distance_mean == pytest.approx(1.0)
 
 
 def test_episodic_memory_overwrites_its_oldest_embedding_when_full():
@@ -193,7 +209,12 @@ def test_learner_keeps_each_actors_memory_row_and_rnd_statistics_from_its_messag
 
 def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_lifelong_reward():
     config = train.NguConfig(
-        environment_name="MountainCar-v0", num_actors=3, num_policies=2, sequence_length=4, burn_in=1
+        environment_name="MountainCar-v0",
+        num_actors=3,
+        num_policies=2,
+        sequence_length=4,
+        burn_in=1,
+        num_neighbours=1,  # so that step 1 already has its k neighbours
     )
     networks = train.build_networks(dataclasses.asdict(config), (2,), 3).requires_grad_(False)
     observations = [[0.1, 0.0], [0.2, 0.01], [0.3, 0.02], [0.35, 0.03]]

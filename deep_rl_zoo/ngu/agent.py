@@ -9,7 +9,8 @@ it computes the intrinsic reward of the observation it arrives in:
     e_t   = f(o_t)                      controllable embedding (trained by an inverse-dynamics model)
     r_ep  = episodic kernel reward of e_t against this episode's memory M (k nearest neighbours,
             squared distances divided by a running mean d_m^2 of such distances: `exploration.
-            episodic_intrinsic_reward`), then e_t joins M; M is emptied at every episode start
+            episodic_intrinsic_reward`), then e_t joins M; M is emptied at every episode start, and
+            r_ep is 0 until M holds k embeddings (the first k steps of every episode)
     alpha = RND error of o_t, normalised by the error's running mean and std (`exploration.
             lifelong_novelty_factor`), clipped to [1, L = 5]
     r^i_t = r_ep * alpha
@@ -229,8 +230,12 @@ class EpisodicNoveltyConfig(NamedTuple):
 class EpisodicMemory:
     """One actor's episodic memory of embeddings and its running mean of squared k-NN distances.
 
-    `reward(e)` is the episodic kernel reward of e against the memory as it is (0 when it is empty),
-    then stores e; the running mean d_m^2 takes in e's k squared distances before they are normalised.
+    `reward(e)` is the episodic kernel reward of e against the memory as it is, then stores e; the
+    running mean d_m^2 takes in e's k squared distances before they are normalised. While the memory
+    holds fewer than k embeddings (the first k steps of every episode) the reward is 0 and the mean is
+    left alone, as in the reference implementations: a kernel sum over fewer than k neighbours is
+    smaller, so those steps would get up to ~3x the steady bonus (1 / sqrt(K) with one neighbour at
+    unit normalised distance against 1 / sqrt(10 K) with ten), whatever the action.
     """
 
     def __init__(
@@ -254,9 +259,9 @@ class EpisodicMemory:
         if self._memory is None:
             self._memory = torch.zeros(config.memory_capacity, embedding.shape[0], device=embedding.device)
         value = 0.0
-        if self._size > 0:
+        if self._size >= config.num_neighbours:
             distances = (self._memory[: self._size] - embedding).square().sum(-1)  # [M]
-            k = min(config.num_neighbours, self._size)
+            k = config.num_neighbours
             nearest = torch.topk(distances, k, largest=False).values  # [k]
             count = self.distance_count + k
             self.distance_mean += (float(nearest.sum()) - k * self.distance_mean) / count
@@ -372,7 +377,8 @@ class NguActor:
             self._block_state = tuple(x[0, 0].cpu().numpy().copy() for x in self._state)
 
         observation = torch.as_tensor(timestep.observation, device=self._device)[None]  # [B=1, ...]
-        episodic = self._memory.reward(self._networks.embedding.embed(observation)[0])  # 0 at a first step
+        # 0 for the first k steps of an episode (fewer than k embeddings to compare with)
+        episodic = self._memory.reward(self._networks.embedding.embed(observation)[0])
         intrinsic = 0.0
         if not timestep.first:  # the first observation's reward is never learned from (masked)
             factor = self._networks.lifelong_factor(observation, self._novelty.max_lifelong_scale)
