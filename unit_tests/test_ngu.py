@@ -14,6 +14,8 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import exploration, value_learning
+from deep_rl_zoo.agent57 import agent as agent57_agent
+from deep_rl_zoo.agent57 import train as agent57_train
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
 from deep_rl_zoo.ngu import agent, eval_agent, run_atari, train
@@ -172,6 +174,79 @@ def test_inverse_model_learns_only_transitions_within_an_episode():
     torch.testing.assert_close(inverse_loss, -torch.log_softmax(logits, -1)[0, 1])
     prediction, target = networks.rnd(observation[1:, 0])  # RND learns o_1, o_2 (every observation)
     torch.testing.assert_close(rnd_loss, (prediction - target).square().mean())
+
+
+def _stepped_learner(learner_class, networks, max_grad_norm: float):
+    """A learner over `networks` after one gradient step on two replayed sequences of actor 0 (the
+    gradients stay in `.grad`)."""
+    learner = novelty_learner(learner_class, networks, min_replay_size=1000, max_grad_norm=max_grad_norm)
+    rng = np.random.default_rng(0)
+    for k in range(3):  # blocks of 2 steps: blocks 0 + 1 and 1 + 2 make two sequences of 4
+        block = agent.SequenceBlock(
+            actor_index=0,
+            observation=rng.normal(size=(2, 2)).astype(np.float32),
+            action=np.array([0, 1]),
+            reward=np.array([0.0, 1.0], np.float32),
+            terminated=np.zeros(2, bool),
+            truncated=np.zeros(2, bool),
+            first=np.array([k == 0, False]),
+            core_state=tuple(x[0, 0].numpy() for x in networks.q.initial_state(1)),
+            extras={
+                "policy_index": np.array([1, 1]),
+                "previous_action": np.array([0, 0]),
+                "intrinsic_reward": np.array([0.5, 0.5], np.float32),
+            },
+        )
+        learner.learn([agent.NguMessage(block, networks.actor_memory.read(0))])
+    learner.gradient_step()
+    return learner
+
+
+def _grad_norm(parameters) -> float:
+    return float(
+        torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in parameters if p.grad is not None]))
+    )
+
+
+@pytest.mark.parametrize("package", ["ngu", "agent57"])
+def test_each_trained_network_is_clipped_on_its_own_and_the_logged_norm_covers_all(package):
+    build, learner_class = {
+        "ngu": (train.build_networks, agent.Ngu),
+        "agent57": (agent57_train.build_networks, agent57_agent.Agent57),
+    }[package]
+    config = dict(
+        num_actors=2,
+        num_policies=2,
+        hidden_sizes=(8,),
+        lstm_size=8,
+        head_hidden_sizes=(8,),
+        embedding_hidden_sizes=(4,),
+        rnd_hidden_sizes=(8,),
+        rnd_feature_size=4,
+    )
+    torch.manual_seed(0)
+    networks = build(config, (2,), 2)
+    groups = networks.trained_parameter_groups()
+    expected = {"ngu": ["q"], "agent57": ["q_extrinsic", "q_intrinsic"]}[package] + ["embedding", "rnd"]
+    assert list(groups) == expected
+    trained = {id(p) for group in groups.values() for p in group}
+    optimised = {
+        id(p)
+        for group in train.optimizer_for(train.NguConfig(), networks).param_groups
+        for p in group["params"]
+    }
+    assert trained == optimised  # every parameter the optimiser steps is in exactly one clipped group
+    limit = 1e-4  # far below every network's gradient norm here
+    learner = _stepped_learner(learner_class, networks, limit)
+    for name, parameters in groups.items():
+        assert _grad_norm(parameters) == pytest.approx(limit, rel=1e-3), name  # each clipped to the limit
+    # Without clipping, the logged norm is the global norm of every trained network's gradient.
+    torch.manual_seed(0)
+    networks = build(config, (2,), 2)
+    learner = _stepped_learner(learner_class, networks, 0.0)
+    norms = [_grad_norm(p) for p in networks.trained_parameter_groups().values()]
+    assert min(norms) > 0
+    assert learner.statistics["grad_norm"] == pytest.approx(sum(n * n for n in norms) ** 0.5, rel=1e-5)
 
 
 def test_learner_keeps_each_actors_memory_row_and_rnd_statistics_from_its_messages():

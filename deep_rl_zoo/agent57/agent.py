@@ -91,6 +91,13 @@ class Agent57QNetworks(nn.Module):
         )
         return RecurrentQNetworkOutput(torch.stack([e.q_values, i.q_values], dim=-2), state)
 
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        """The two networks, each clipped to the gradient-norm limit on its own (`NguNetworks`)."""
+        return {
+            "q_extrinsic": list(self.extrinsic.parameters()),
+            "q_intrinsic": list(self.intrinsic.parameters()),
+        }
+
     def acting_q_values(self, q_values: torch.Tensor, beta: float) -> torch.Tensor:
         """[..., 2, A] -> the combined [..., A] of policy beta."""
         return combined_q_values(q_values[..., 0, :], q_values[..., 1, :], beta, self.rescaling_eps)

@@ -25,7 +25,9 @@ each sequence's own policy:
 and NGU's transformed 5-step double-Q targets (the paper's R2D2-based variant; the Retrace variant is
 not built): `r2d2.agent.r2d2_td_errors`, so the target is the one R2D2 uses, per sequence. The same
 replayed batches train the embedding (cross-entropy of the inverse model predicting a_t from
-f(o_t), f(o_{t+1})) and RND's predictor (squared error to the fixed random target).
+f(o_t), f(o_{t+1})) and RND's predictor (squared error to the fixed random target). One Adam steps
+all three; each network's gradient is clipped to --max_grad_norm on its own
+(`NguNetworks.trained_parameter_groups`), and the logged `grad_norm` is the norm over all of them.
 
 Kept from the paper: k = 10, kernel epsilon 1e-4, cluster distance 0.008, c = 0.001, maximum
 similarity 8, L = 5, beta = 0.3, gamma from 0.99 to 0.997, the policy family's shapes, Ape-X epsilons,
@@ -140,6 +142,10 @@ class NguQNetwork(nn.Module):
         outputs, hidden_state = self.lstm(inputs, hidden_state)
         return RecurrentQNetworkOutput(self.head(self.post_lstm(outputs)), hidden_state)
 
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        """One network, clipped on its own (`NguNetworks.trained_parameter_groups`)."""
+        return {"q": list(self.parameters())}
+
     def acting_q_values(self, q_values: torch.Tensor, beta: float) -> torch.Tensor:
         """The values the actor is greedy in: NGU's one network already learns r^e + beta_j r^i."""
         return q_values
@@ -201,6 +207,19 @@ class NguNetworks(nn.Module):
         self.rnd = rnd
         self.rnd_error = ObservationNormalizer((), clip=math.inf)  # running mean / var of RND's error
         self.actor_memory = actor_memory
+
+    def trained_parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        """What the learner trains, one entry per network, each clipped to the gradient-norm limit on its
+        own (as PPO-RND clips each of its networks): the Q-network (Agent57: each of its two), the
+        embedding with its inverse model (ICM's forward model is not trained by NGU), and RND's
+        predictor (its target is fixed). One global clip over all of them would let the auxiliary
+        losses' gradients shrink the Q-network's step; a clip of the Q-network alone leaves the others'
+        steps unbounded."""
+        return {
+            **self.q.parameter_groups(),
+            "embedding": [*self.embedding.embedding.parameters(), *self.embedding.inverse_model.parameters()],
+            "rnd": self.rnd.trainable_parameters(),
+        }
 
     @torch.no_grad()
     def lifelong_factor(self, observation: torch.Tensor, max_scale: float) -> torch.Tensor:
@@ -697,10 +716,11 @@ class Ngu(R2d2):
             self._networks, data.inputs.observation[b:], data.action[b:-1], ~data.first[b + 1 :]
         )
         loss = q_loss + inverse_loss + rnd_loss
+        # Each network's gradient clipped on its own; the logged norm is that of all three, before clipping.
         step = optimization.gradient_step(
             loss,
             self._optimizer,
-            [list(self._networks.q.parameters())],
+            list(self._networks.trained_parameter_groups().values()),
             self._max_grad_norm,
             self._learner_steps + 1,
         )

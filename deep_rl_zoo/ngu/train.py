@@ -168,8 +168,8 @@ def build_networks(config_values: dict, observation_shape, num_actions: int) -> 
 def optimizer_for(config: NguConfig, networks: NguNetworks) -> torch.optim.Optimizer:
     """One Adam with two groups: the Q-network(s) at --learning_rate, embedding and RND predictor at
     --auxiliary_learning_rate (the forward model of the ICM module is not trained by NGU)."""
-    auxiliary = [*networks.embedding.embedding.parameters(), *networks.embedding.inverse_model.parameters()]
-    auxiliary += networks.rnd.trainable_parameters()
+    groups = networks.trained_parameter_groups()
+    auxiliary = groups["embedding"] + groups["rnd"]
     return torch.optim.Adam(
         [
             {"params": list(networks.q.parameters()), "lr": config.learning_rate},
