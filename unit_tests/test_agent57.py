@@ -78,6 +78,34 @@ def test_each_stream_learns_its_own_reward_and_bootstraps_at_the_combined_greedy
     torch.testing.assert_close(extra.extrinsic.td_error, extra.extrinsic.target)
 
 
+def test_with_retrace_each_stream_follows_the_combined_epsilon_greedy_policy():
+    # The example above with Retrace (lambda 1, target epsilon 0, one transition: G = r + 0.5 E_pi Q'(o_1)):
+    # pi is greedy in the combined Q, as the n-step target's a*, so the targets are the same.
+    q = _two_stream(
+        [[[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [1.0, 0.0]]],
+        [[[0.0, 0.0], [0.0, 0.0]], [[0.0, 10.0], [0.0, 10.0]]],
+    )
+    arguments = dict(
+        q_online=q,
+        q_target=q,
+        a_tm1=torch.tensor([[0, 0]]),
+        r_e=torch.tensor([[1.0, 1.0]]),
+        r_i=torch.tensor([[2.0, 2.0]]),
+        beta=torch.tensor([[0.0, 1.0], [0.0, 1.0]]),
+        discount_t=torch.tensor([[0.5, 0.5]]),
+        valid_t=torch.tensor([[True, True]]),
+        n_step=1,
+        mu_a_tm1=torch.tensor([[0.5, 0.5]]),
+    )
+    extra = agent.agent57_td_errors(**arguments, retrace=ngu_agent.RetraceSettings(1.0, 0.0))
+    torch.testing.assert_close(extra.extrinsic.target, h(torch.tensor([[1.5, 1.0]])))
+    torch.testing.assert_close(extra.intrinsic.target, h(torch.tensor([[2.0, 7.0]])))
+    # Target epsilon 1 (uniform pi): extrinsic 1 + 0.5 * (1 + 0) / 2 = 1.25, intrinsic 2 + 0.5 * 5 = 4.5
+    extra = agent.agent57_td_errors(**arguments, retrace=ngu_agent.RetraceSettings(1.0, 1.0))
+    torch.testing.assert_close(extra.extrinsic.target, h(torch.tensor([[1.25, 1.25]])))
+    torch.testing.assert_close(extra.intrinsic.target, h(torch.tensor([[4.5, 4.5]])))
+
+
 def test_a_stream_gets_gradient_only_from_its_own_loss():
     config = train.Agent57Config(
         environment_name="MountainCar-v0", num_policies=2, sequence_length=4, burn_in=0

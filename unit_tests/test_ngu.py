@@ -161,6 +161,47 @@ def test_intrinsic_reward_reaches_the_target_with_beta_and_gamma_of_each_sequenc
     torch.testing.assert_close(per_sequence, 0.5 * abs_td.square().mean(0))
 
 
+def test_retrace_target_by_hand():
+    # o_0 -> o_1 -> o_2, one sequence, 2 actions; real target-network values Q'(o_1) = [2, 4],
+    # Q'(o_2) = [6, 8]; the online network is greedy in action 1 at o_1 and action 0 at o_2; target
+    # epsilon 0.5 makes pi(o_1) = [0.25, 0.75], pi(o_2) = [0.75, 0.25]. a_1 = 0 with mu = 0.5, r = 1,
+    # gamma 0.5, lambda 1:
+    #   G_1 = 1 + 0.5 * (0.75 * 6 + 0.25 * 8) = 4.25
+    #   c_1 = min(1, 0.25 / 0.5) = 0.5
+    #   G_0 = 1 + 0.5 * ((0.25 * 2 + 0.75 * 4) + 0.5 * (G_1 - Q'(o_1, a_1 = 0) = 2)) = 3.3125
+    q_online = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]])[:, None]  # [3, 1, 2]
+    q_target = h(torch.tensor([[0.0, 0.0], [2.0, 4.0], [6.0, 8.0]]))[:, None]
+    extra = agent.retrace_td_errors(
+        q_online,
+        q_target,
+        agent.epsilon_greedy_probabilities(q_online, 0.5),
+        a_tm1=torch.tensor([[1], [0]]),
+        r_t=torch.ones(2, 1),
+        discount_t=torch.full((2, 1), 0.5),
+        valid_t=torch.ones(2, 1, dtype=torch.bool),
+        mu_a_tm1=torch.tensor([[0.9], [0.5]]),  # mu of a_0 is never used
+        lambda_=1.0,
+    )
+    torch.testing.assert_close(extra.target, h(torch.tensor([[3.3125], [4.25]])))
+    # td = y - q_online(o_j, a_j): q_online(o_0, 1) = 0, q_online(o_1, 0) = 0
+    torch.testing.assert_close(extra.td_error, h(torch.tensor([[3.3125], [4.25]])))
+
+
+def test_retrace_learner_learns_from_the_stored_behaviour_probabilities():
+    # h(Q) = 0 everywhere: pi is greedy in action 0 (ties: the first), E_pi Q' = 0, so G_j = r_j + gamma_j
+    # c_{j+1} G_{j+1} with c = min(1, pi(a = 0) / mu) = min(1, 1 / 0.25) = 1 (lambda 1, target epsilon 0).
+    learner = _learner(_ZeroQ(), retrace=agent.RetraceSettings(lambda_=1.0, target_epsilon=0.0))
+    data = _sequences([0, 1])._replace(behaviour_probability=torch.full((4, 2), 0.25))
+    _, abs_td, _, _ = learner.q_loss(data)
+    # j = 0 (r = 1, gamma 0.9): G_2 = 1, G_1 = 1 + 0.9 = 1.9, G_0 = 1 + 0.9 * 1.9 = 2.71
+    # j = 1 (r = 1 + 0.5 * 2 = 2, gamma 0.5): G_2 = 2, G_1 = 3, G_0 = 3.5
+    torch.testing.assert_close(abs_td, h(torch.tensor([[2.71, 3.5], [1.9, 3.0], [1.0, 2.0]])))
+    # Actions 1, which the greedy pi never takes: c = 0 / 0.25 = 0 cuts every trace, G_j = r_j + gamma_j * 0.
+    data = data._replace(action=torch.ones(4, 2, dtype=torch.int64))
+    _, abs_td, _, _ = learner.q_loss(data)
+    torch.testing.assert_close(abs_td, h(torch.tensor([[1.0, 2.0], [1.0, 2.0], [1.0, 2.0]])))
+
+
 def test_inverse_model_learns_only_transitions_within_an_episode():
     torch.manual_seed(0)
     networks = train.build_networks({"num_actors": 1}, (2,), 3)
@@ -322,6 +363,10 @@ def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_life
     assert block.extras["intrinsic_reward"][1] == pytest.approx(episodic * 3.0, rel=1e-4)
     assert message.actor_state["distance_count"] == 1.0 + 1.0  # sent after 2 steps: 1 carried, then k = 1
     assert link.statistics[0]["epsilon"] == pytest.approx(exploration.apex_actor_epsilon(2, 3))
+    # Retrace's mu(a_t | o_t): epsilon / 3 for a non-greedy action, 1 - epsilon + epsilon / 3 for the greedy
+    epsilon = exploration.apex_actor_epsilon(2, 3)
+    for mu in block.extras["behaviour_probability"]:
+        assert mu == pytest.approx(epsilon / 3) or mu == pytest.approx(1 - epsilon + epsilon / 3)
 
 
 def test_actor_i_plays_policy_i_mod_n_and_empties_its_memory_at_each_episode_start():
@@ -542,6 +587,19 @@ def test_atari_ngu_plays_every_policy_and_agent57_keeps_the_papers_32():
 
     assert (run_atari.DEFAULTS["num_actors"], run_atari.DEFAULTS["num_policies"]) == (16, 8)
     assert agent57_atari.DEFAULTS["num_policies"] == 32
+
+
+def test_atari_ngu_uses_ngus_own_table_not_r2d2s():
+    config = train.NguConfig(**{**run_atari.DEFAULTS, "environment_name": "MontezumaRevenge"})
+    # NGU's table: target copy every 1,500 steps, Adam epsilon 1e-4, no importance-sampling weights,
+    # transformed Retrace(0.95) (R2D2's: 2,500, 1e-3, 0.6, 5-step double-Q)
+    assert config.target_network_update_period == 1500
+    assert config.adam_eps == 1e-4
+    assert config.importance_sampling_exponent == 0.0
+    assert (config.q_target, config.retrace_lambda) == ("retrace", 0.95)
+    assert train.learner_arguments(config, torch.device("cpu"))["retrace"] == agent.RetraceSettings(
+        0.95, 0.01
+    )
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -3,8 +3,10 @@ https://arxiv.org/abs/2003.13350): NGU (`deep_rl_zoo.ngu`, whose actors, novelty
 losses it uses unchanged) with two changes from the paper:
 
 1. Two separate recurrent Q-networks, extrinsic Q_e and intrinsic Q_i (each an `ngu.agent.NguQNetwork`
-   with its own LSTM), each learned with its own transformed n-step target, its own reward and the
-   sequence's gamma_j:
+   with its own LSTM), each learned with its own transformed target, its own reward and the sequence's
+   gamma_j: transformed Retrace (--q_target=retrace, the paper's; run_atari's default) under the target
+   policy epsilon-greedy in the combined Q, or (--q_target=n_step, the classic default) n-step
+   double-Q targets
 
        y^e_k = h(sum of n r^e + gamma_j^n h^{-1}(Q'_e(o_{k+n}, a*)))
        y^i_k = h(sum of n r^i + gamma_j^n h^{-1}(Q'_i(o_{k+n}, a*)))
@@ -20,9 +22,9 @@ losses it uses unchanged) with two changes from the paper:
    window 160 episodes, beta 1, epsilon 0.5) chooses the policy index j at every episode start from the
    undiscounted extrinsic returns of the actor's recent episodes.
 
-Kept as NGU here (changed from the paper, for a CPU budget or simplicity): transformed n-step targets,
-not Retrace; one discount gamma_j per policy for both streams; no trace-length or backprop-window
-changes; few policies and actors. A sequence's priority mixes max and mean of |td_e| + |td_i| (the
+Kept as NGU here (changed from the paper, for a CPU budget or simplicity): n-step targets on classic
+control (Retrace on Atari); one discount gamma_j per policy for both streams; no trace-length or
+backprop-window changes; few policies and actors; each network's gradient clipped on its own. A sequence's priority mixes max and mean of |td_e| + |td_i| (the
 paper does not say how it mixes the two streams). Evaluation plays j = 0 (beta 0: Q = Q_e).
 """
 
@@ -34,7 +36,14 @@ from torch import nn
 
 from deep_rl_zoo import exploration, multistep, value_learning
 from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
-from deep_rl_zoo.ngu.agent import Ngu, NguInput, NguQNetwork, SequenceTensors
+from deep_rl_zoo.ngu.agent import (
+    Ngu,
+    NguInput,
+    NguQNetwork,
+    RetraceSettings,
+    SequenceTensors,
+    epsilon_greedy_probabilities,
+)
 from deep_rl_zoo.r2d2.agent import R2d2Extra, sequence_q_values
 
 
@@ -120,9 +129,13 @@ def agent57_td_errors(
     valid_t: torch.Tensor,
     n_step: int,
     rescaling_eps: float = 1e-3,
+    retrace: RetraceSettings | None = None,
+    mu_a_tm1: torch.Tensor | None = None,
 ) -> Agent57Extra:
-    """Each stream's TD errors against its own transformed n-step double-Q target, both bootstrapping at
-    the action the online networks' combined Q picks.
+    """Each stream's TD errors against its own transformed target, both following the greedy policy of
+    the online networks' combined Q: with `retrace` None, n-step double-Q targets bootstrapping at its
+    action a*; else transformed Retrace targets (`ngu.agent.retrace_td_errors`) under pi, epsilon-greedy
+    in the combined Q, with the behaviour probabilities `mu_a_tm1` [L, B].
 
     Args:
       q_online, q_target: [L + 1, B, 2, A] (stream 0 extrinsic, 1 intrinsic), rescaled h(Q).
@@ -142,13 +155,28 @@ def agent57_td_errors(
             q_online[:, :, 0].detach(), q_online[:, :, 1].detach(), beta, rescaling_eps
         )
         selected = combined.argmax(-1)  # [L + 1, B]
+        if retrace is not None:
+            pi_t = epsilon_greedy_probabilities(combined, retrace.target_epsilon)  # [L + 1, B, A]
     extras = []
     for stream, r_t in ((0, r_e), (1, r_i)):
         with torch.no_grad():
-            values = q_target[:, :, stream].gather(-1, selected[..., None]).squeeze(-1)  # [L + 1, B]
-            target = multistep.transformed_n_step_returns(
-                r_t, discount_t, valid_t, values, n_step, rescaling_eps
-            )
+            if retrace is None:
+                values = q_target[:, :, stream].gather(-1, selected[..., None]).squeeze(-1)  # [L + 1, B]
+                target = multistep.transformed_n_step_returns(
+                    r_t, discount_t, valid_t, values, n_step, rescaling_eps
+                )
+            else:
+                target = multistep.transformed_retrace_returns(
+                    r_t,
+                    discount_t,
+                    q_target[:, :, stream],
+                    a_tm1,
+                    pi_t,
+                    mu_a_tm1,
+                    retrace.lambda_,
+                    valid_t,
+                    rescaling_eps,
+                )
         q_a = q_online[:-1, :, stream].gather(-1, a_tm1[..., None]).squeeze(-1)
         extras.append(R2d2Extra(td_error=(target - q_a) * mask, target=target, mask=mask))
     return Agent57Extra(extras[0], extras[1], selected)
@@ -205,6 +233,8 @@ class Agent57(Ngu):
             ~data.first[b + 1 :],
             self._n_step,
             self._rescaling_eps,
+            self._retrace,
+            None if self._retrace is None else data.behaviour_probability[b:-1],
         )
         mask = extra.extrinsic.mask
         count = mask.sum(0).clamp(min=1.0)

@@ -2,8 +2,9 @@
 
 Defaults: NGU's Atari ones (`ngu.run_atari`, R2D2's settings) with the paper's 32 policies (the bandit
 lets every actor play every policy, so NGU's reason for fewer does not apply) plus the meta-controller's
-(window 160, beta 1, epsilon 0.5). Changed as for NGU (16 actors, transformed n-step targets, not
-Retrace; the paper's larger replay, longer traces and its 256 actors do not fit a workstation).
+(window 160, beta 1, epsilon 0.5), and NGU's table's learner settings (transformed Retrace 0.95, Adam
+epsilon 1e-4, a target copy every 1,500 steps, no importance-sampling weights). Changed as for NGU (16
+actors; the paper's larger replay, longer traces and its 256 actors do not fit a workstation).
 """
 
 from deep_rl_zoo.agent57.train import Agent57Config, main

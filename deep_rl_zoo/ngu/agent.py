@@ -22,8 +22,11 @@ each sequence's own policy:
 
     r_t = r^e_t + beta_j r^i_t,   discount_t = gamma_j (0 at a true termination)
 
-and NGU's transformed 5-step double-Q targets (the paper's R2D2-based variant; the Retrace variant is
-not built): `r2d2.agent.r2d2_td_errors`, so the target is the one R2D2 uses, per sequence. The same
+and, as in the paper, transformed Retrace(lambda) targets (`retrace_td_errors`, --q_target=retrace:
+the target policy is epsilon-greedy in the online network's h(Q) of j, the behaviour probabilities
+mu(a_t | o_t) are the actor's epsilon-greedy ones, stored with each step), or with --q_target=n_step
+R2D2's transformed n-step double-Q targets (`r2d2.agent.r2d2_td_errors`; the classic-control default,
+where it was tuned; not the paper's). The same
 replayed batches train the embedding (cross-entropy of the inverse model predicting a_t from
 f(o_t), f(o_{t+1})) and RND's predictor (squared error to the fixed random target). One Adam steps
 all three; each network's gradient is clipped to --max_grad_norm on its own
@@ -47,6 +50,9 @@ Changed, and why:
   paper's 256 actors over 32 policies has (`train.NguConfig` says why), short sequences, and the replay
   ratio of R2D2's classic defaults.
 - Sequences cross episode ends with masking, and the head is plain (no dueling), as in `r2d2.agent`.
+- Classic control learns 5-step double-Q targets with importance-sampling weights 0.6 and R2D2's
+  target period and Adam epsilon (what was tuned on MountainCar here); run_atari has NGU's table's
+  (Retrace 0.95, no importance weights, target copy every 1,500 steps, Adam epsilon 1e-4).
 """
 
 import dataclasses
@@ -58,13 +64,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from deep_rl_zoo import exploration, optimization, value_learning
+from deep_rl_zoo import exploration, multistep, optimization, value_learning
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks import common
 from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule, RandomNetworkDistillation
 from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
 from deep_rl_zoo.normalizers import ObservationNormalizer
-from deep_rl_zoo.r2d2.agent import R2d2, r2d2_td_errors, sequence_q_values
+from deep_rl_zoo.r2d2.agent import R2d2, R2d2Extra, r2d2_td_errors, sequence_q_values
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, ReplayedSequences, SequenceBlock
 from deep_rl_zoo.types_ import TimeStep
 
@@ -406,6 +412,7 @@ class NguActor:
             self._intrinsic_count += 1
 
         action = 0  # the action after an episode's last step is never taken nor learned from
+        behaviour_probability = 1.0
         if not timestep.last:
             x = NguInput(
                 observation[None],
@@ -416,11 +423,16 @@ class NguActor:
             )
             output = self._networks.q(x, self._state)
             self._state = output.hidden_state
+            q = self._networks.q.acting_q_values(output.q_values, self._betas[self._policy_index])
+            greedy = int(q[0, 0].argmax().item())
             if self._rng.random() < self._epsilon:
                 action = int(self._rng.integers(self._num_actions))
             else:
-                q = self._networks.q.acting_q_values(output.q_values, self._betas[self._policy_index])
-                action = int(q[0, 0].argmax().item())
+                action = greedy
+            # mu(a_t | o_t) of the epsilon-greedy behaviour, for Retrace's importance weights
+            behaviour_probability = self._epsilon / self._num_actions + (1.0 - self._epsilon) * (
+                action == greedy
+            )
         else:
             self._policy.record(self._policy_index, self._episode_return)
             if self._link is None:
@@ -439,6 +451,7 @@ class NguActor:
                     self._policy_index,
                     self._previous_action,
                     intrinsic,
+                    behaviour_probability,
                 )
             )
             if len(self._records) == self._period:
@@ -448,7 +461,7 @@ class NguActor:
 
     def _send(self) -> None:
         fields = list(zip(*self._records, strict=True))
-        observation, action, reward, terminated, truncated, first, policy, previous, intrinsic = fields
+        observation, action, reward, terminated, truncated, first, policy, previous, intrinsic, mu = fields
         block = SequenceBlock(
             actor_index=self._link.actor_index,
             observation=np.stack(observation),
@@ -462,6 +475,7 @@ class NguActor:
                 "policy_index": np.asarray(policy, np.int64),
                 "previous_action": np.asarray(previous, np.int64),
                 "intrinsic_reward": np.asarray(intrinsic, np.float32),
+                "behaviour_probability": np.asarray(mu, np.float32),
             },
         )
         self._records = []
@@ -509,6 +523,7 @@ class SequenceTensors(NamedTuple):
     policy_index: torch.Tensor  # [T, B] int64
     stored_state: tuple  # (h, c), each [1, B, H]
     weights: torch.Tensor  # [B]
+    behaviour_probability: torch.Tensor | None = None  # [T, B] mu(a_t | o_t) of the actor (Retrace)
 
 
 def sequence_tensors(batch: ReplayedSequences, device: torch.device) -> SequenceTensors:
@@ -531,6 +546,9 @@ def sequence_tensors(batch: ReplayedSequences, device: torch.device) -> Sequence
         policy_index=policy_index,
         stored_state=tuple(to(x, torch.float32)[None] for x in batch.core_state),
         weights=to(batch.weights, torch.float32),
+        behaviour_probability=to(extras["behaviour_probability"], torch.float32)
+        if "behaviour_probability" in extras
+        else None,
     )
 
 
@@ -551,6 +569,65 @@ def policy_reward_and_discount(
     if not r_e.shape == r_i.shape == terminated.shape == policy_index.shape:
         raise ValueError("r_e, r_i, terminated and policy_index must have one shape [L, B]")
     return r_e + betas[policy_index] * r_i, gammas[policy_index] * (~terminated).to(r_e.dtype)
+
+
+class RetraceSettings(NamedTuple):
+    """NGU's and Agent57's transformed Retrace (Badia et al. 2020): the trace decay and the epsilon of the
+    target policy pi, epsilon-greedy in the online network's Q of the sequence's policy j."""
+
+    lambda_: float = 0.95
+    target_epsilon: float = 0.01
+
+
+def epsilon_greedy_probabilities(q: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """pi(a | o) = epsilon / A + (1 - epsilon) [a = argmax q], [..., A] -> [..., A]."""
+    greedy = F.one_hot(q.argmax(-1), q.shape[-1]).to(q.dtype)
+    return epsilon / q.shape[-1] + (1.0 - epsilon) * greedy
+
+
+def retrace_td_errors(
+    q_online: torch.Tensor,
+    q_target: torch.Tensor,
+    pi_t: torch.Tensor,
+    a_tm1: torch.Tensor,
+    r_t: torch.Tensor,
+    discount_t: torch.Tensor,
+    valid_t: torch.Tensor,
+    mu_a_tm1: torch.Tensor,
+    lambda_: float,
+    rescaling_eps: float = 1e-3,
+) -> R2d2Extra:
+    """TD errors of the transformed Retrace targets (`multistep.transformed_retrace_returns`) over one
+    stretch of a sequence o_0 .. o_L, transitions o_j -> o_{j+1}, j < L:
+
+        td_j = y_j - q_online[j, a_j],   y_j = h(G_j),
+        G_j  = r_j + discount_j (E_pi h^{-1}(q_target[j+1]) + c_{j+1} (G_{j+1} - h^{-1}(q_target[j+1, a_{j+1}])))
+        c_j  = lambda min(1, pi_t[j, a_j] / mu_a_tm1[j])
+
+    with the trace cut where o_{j+1} starts a new episode and at the stretch's end (G_{L-1} bootstraps
+    from E_pi h^{-1}(q_target[L])).
+
+    Args:
+      q_online: online h(Q) of o_0 .. o_L, [L + 1, B, A] (gradients flow through row j < L only).
+      q_target: target-network h(Q) of o_0 .. o_L, [L + 1, B, A].
+      pi_t: target policy at o_0 .. o_L, [L + 1, B, A].
+      a_tm1: a_j, [L, B] int64; r_t, discount_t: [L, B]; valid_t: [L, B] bool.
+      mu_a_tm1: the behaviour's probability of a_j at o_j, [L, B].
+      lambda_: trace decay.
+      rescaling_eps: h's linear term.
+    """
+    if q_online.shape != q_target.shape or q_online.shape != pi_t.shape or q_online.dim() != 3:
+        raise ValueError(
+            f"q_online {tuple(q_online.shape)}, q_target {tuple(q_target.shape)} and pi_t "
+            f"{tuple(pi_t.shape)} must be one shape [L+1, B, A]"
+        )
+    with torch.no_grad():
+        target = multistep.transformed_retrace_returns(
+            r_t, discount_t, q_target, a_tm1, pi_t, mu_a_tm1, lambda_, valid_t, rescaling_eps
+        )
+    mask = valid_t.to(q_online.dtype)
+    q_a = q_online[:-1].gather(-1, a_tm1.unsqueeze(-1)).squeeze(-1)  # [L, B]
+    return R2d2Extra(td_error=(target - q_a) * mask, target=target, mask=mask)
 
 
 def auxiliary_losses(
@@ -628,6 +705,7 @@ class Ngu(R2d2):
         replay: PrioritizedSequenceReplay,
         betas: list[float],
         gammas: list[float],
+        retrace: RetraceSettings | None = None,
         **r2d2_arguments,
     ):
         """
@@ -635,6 +713,8 @@ class Ngu(R2d2):
           networks: everything published; `networks.q` is the online Q-network (outputs h(Q)).
           optimizer: over the Q-network's, the embedding's and RND predictor's parameters.
           betas, gammas: the policy family's (beta_j, gamma_j), j < N.
+          retrace: learn transformed Retrace targets (the papers'); None: R2D2's transformed n-step
+            double-Q targets (`n_step` steps).
           r2d2_arguments: `r2d2.agent.R2d2`'s (burn_in, batch_size, ..., device) but its discount:
             each sequence is learned with its own policy's gamma_j.
         """
@@ -646,6 +726,7 @@ class Ngu(R2d2):
         self._networks = networks
         self._betas = torch.tensor(betas, dtype=torch.float32, device=self._device)
         self._gammas = torch.tensor(gammas, dtype=torch.float32, device=self._device)
+        self._retrace = retrace
 
     @property
     def shared_module(self) -> nn.Module:
@@ -692,16 +773,30 @@ class Ngu(R2d2):
             self._betas,
             self._gammas,
         )
-        extra = r2d2_td_errors(
-            q_online,
-            q_target,
-            data.action[b:-1],
-            reward,
-            discount,
-            ~data.first[b + 1 :],
-            self._n_step,
-            self._rescaling_eps,
-        )
+        if self._retrace is None:
+            extra = r2d2_td_errors(
+                q_online,
+                q_target,
+                data.action[b:-1],
+                reward,
+                discount,
+                ~data.first[b + 1 :],
+                self._n_step,
+                self._rescaling_eps,
+            )
+        else:
+            extra = retrace_td_errors(
+                q_online,
+                q_target,
+                epsilon_greedy_probabilities(q_online.detach(), self._retrace.target_epsilon),
+                data.action[b:-1],
+                reward,
+                discount,
+                ~data.first[b + 1 :],
+                data.behaviour_probability[b:-1],
+                self._retrace.lambda_,
+                self._rescaling_eps,
+            )
         per_sequence = 0.5 * extra.td_error.square().sum(0) / extra.mask.sum(0).clamp(min=1.0)
         mean_target = (extra.target * extra.mask).sum().item() / max(extra.mask.sum().item(), 1.0)
         return per_sequence, extra.td_error.detach().abs(), extra.mask, {"mean_target": mean_target}

@@ -21,6 +21,7 @@ from deep_rl_zoo.ngu.agent import (
     NguActor,
     NguNetworks,
     NguQNetwork,
+    RetraceSettings,
 )
 from deep_rl_zoo.r2d2.train import R2d2Config
 from deep_rl_zoo.runtime import LearnerLink
@@ -73,6 +74,15 @@ class NguConfig(R2d2Config):
     rnd_hidden_sizes: tuple[int, ...] = field((64, 64), "RND MLP sizes (classic).")
     rnd_feature_size: int = field(64, "RND output size (classic; Atari: 512).")
     auxiliary_learning_rate: float = field(5e-4, "Adam learning rate of the embedding and RND.")
+    q_target: str = field(
+        "n_step",
+        "'retrace': transformed Retrace(lambda) targets (the papers', run_atari's default); 'n_step': "
+        "R2D2's transformed --n_step double-Q targets (the classic-control default, tuned here).",
+    )
+    retrace_lambda: float = field(0.95, "Retrace's trace decay lambda (--q_target=retrace).")
+    retrace_target_epsilon: float = field(
+        0.01, "Epsilon of Retrace's target policy, epsilon-greedy in the online Q (--q_target=retrace)."
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -86,6 +96,13 @@ class NguConfig(R2d2Config):
             "auxiliary_learning_rate",
         ):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        require(
+            self.q_target in ("retrace", "n_step"),
+            f"--q_target must be retrace or n_step, got {self.q_target!r}",
+        )
+        for name in ("retrace_lambda", "retrace_target_epsilon"):
+            value = getattr(self, name)
+            require(0.0 <= value <= 1.0, f"--{name} must be in [0, 1], got {value}")
         require(self.intrinsic_beta >= 0, f"--intrinsic_beta must be >= 0, got {self.intrinsic_beta}")
         require(
             0.0 < self.gamma_min <= self.gamma_max < 1.0,
@@ -193,9 +210,13 @@ def replay_for(config: NguConfig, shape, rng: np.random.Generator) -> Prioritize
 def learner_arguments(config: NguConfig, device: torch.device) -> dict:
     """The constructor arguments NGU's and Agent57's learners share (besides networks, optimizer, replay)."""
     betas, gammas = family_of(dataclasses.asdict(config))
+    retrace = None
+    if config.q_target == "retrace":
+        retrace = RetraceSettings(config.retrace_lambda, config.retrace_target_epsilon)
     return dict(
         betas=betas,
         gammas=gammas,
+        retrace=retrace,
         burn_in=config.burn_in,
         batch_size=config.batch_size,
         min_replay_size=config.min_replay_size,
