@@ -129,6 +129,43 @@ def policy_family(
     return betas, gammas
 
 
+def agent57_policy_family(
+    num_policies: int,
+    beta: float = 0.3,
+    gamma_exploit: float = 0.9999,
+    gamma_max: float = 0.997,
+    gamma_min: float = 0.99,
+) -> tuple[list[float], list[float]]:
+    r"""The (beta_j, gamma_j) of Agent57's family (Badia et al. 2020, "Agent57", https://arxiv.org/abs/2003.13350,
+    appendix on the policy family): NGU's betas (`policy_family`), and discounts that give the
+    exploitative end a much longer horizon, for long-horizon games:
+
+        gamma_0 = gamma_exploit                                                    (0.9999)
+        gamma_j = gamma_max + (gamma_exploit - gamma_max) sigmoid(10 (2j - 6) / 6),  j = 1 .. 6
+        gamma_7 = gamma_max                                                        (0.997)
+        gamma_j = 1 - exp(((N-1-j) log(1-gamma_max) + (j-8) log(1-gamma_min)) / (N-9)),  j = 8 .. N-1
+
+    (the last line log-linear from gamma_max at j = 8 to gamma_min at j = N - 1, as NGU's family). The
+    layout is written for the paper's N = 32 and needs N >= 10.
+    """
+    if num_policies < 10:
+        raise ValueError(f"Agent57's discount family needs num_policies >= 10, got {num_policies}")
+    if not 0.0 < gamma_min <= gamma_max <= gamma_exploit < 1.0:
+        raise ValueError(
+            f"need 0 < gamma_min <= gamma_max <= gamma_exploit < 1, got {gamma_min}, {gamma_max}, {gamma_exploit}"
+        )
+    n = num_policies
+    betas, _ = policy_family(n, beta, gamma_max, gamma_min)
+    gammas = [gamma_exploit]
+    for j in range(1, 7):
+        gammas.append(gamma_max + (gamma_exploit - gamma_max) / (1.0 + math.exp(-10.0 * (2 * j - 6) / 6)))
+    gammas.append(gamma_max)
+    for j in range(8, n):
+        log_gap = ((n - 1 - j) * math.log(1.0 - gamma_max) + (j - 8) * math.log(1.0 - gamma_min)) / (n - 9)
+        gammas.append(1.0 - math.exp(log_gap))
+    return betas, gammas
+
+
 def sliding_window_ucb_choice(
     arms: Sequence[int],
     returns: Sequence[float],

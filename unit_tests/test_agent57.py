@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from deep_rl_zoo import value_learning
+from deep_rl_zoo import exploration, value_learning
 from deep_rl_zoo.agent57 import agent, eval_agent, run_atari, train
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.ngu import agent as ngu_agent
@@ -170,6 +170,21 @@ def test_learner_q_loss_is_the_sum_of_the_two_streams_losses():
 # The meta-controller
 
 
+def test_agent57_discounts_raise_the_exploitative_policys_horizon_as_the_appendix():
+    betas, gammas = exploration.agent57_policy_family(32)
+    assert betas == exploration.policy_family(32)[0]  # NGU's betas
+    # j = 0: 0.9999; j = 3: sigmoid(0) = 1/2 of the way from 0.997 to 0.9999 = 0.99845; j = 7 and 8: 0.997;
+    # j = 31: 0.99 (1 - gamma log-linear in between)
+    assert [gammas[j] for j in (0, 3, 7, 8, 31)] == pytest.approx([0.9999, 0.99845, 0.997, 0.997, 0.99])
+    assert all(a > b for a, b in zip(gammas[8:], gammas[9:], strict=False))  # decreasing from j = 8 on
+    config = train.Agent57Config(**{**run_atari.DEFAULTS, "environment_name": "Pitfall"})
+    assert train.ngu_train.family_of(dataclasses.asdict(config)) == (betas, gammas)
+    # Classic control's 2 policies keep NGU's 0.997 .. 0.99 (the appendix's layout needs N >= 10).
+    assert train.ngu_train.family_of(dataclasses.asdict(train.Agent57Config()))[1] == pytest.approx(
+        [0.997, 0.99]
+    )
+
+
 def test_bandit_tries_every_arm_then_picks_by_ucb_within_its_window():
     bandit = agent.SlidingWindowBandit(3, np.random.default_rng(0), window=4, beta=1.0, epsilon=0.0)
     played = []
@@ -241,6 +256,8 @@ def _config(tmp_path, **overrides) -> train.Agent57Config:
         (dict(bandit_epsilon=1.5), "bandit_epsilon"),
         (dict(bandit_beta=-1.0), "bandit_beta"),
         (dict(num_policies=0), "num_policies"),
+        (dict(discount_family="agent57"), "num_policies >= 10"),
+        (dict(discount_family="r2d2"), "discount_family"),
     ],
 )
 def test_bad_flags_are_config_errors(tmp_path, overrides, message):

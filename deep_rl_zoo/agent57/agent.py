@@ -22,6 +22,10 @@ losses it uses unchanged) with two changes from the paper:
    window 160 episodes, beta 1, epsilon 0.5) chooses the policy index j at every episode start from the
    undiscounted extrinsic returns of the actor's recent episodes.
 
+Discounts: on Atari the appendix's family (`exploration.agent57_policy_family`: 0.9999 for the
+exploitative j = 0, 0.997 at j = 7, down to 0.99 at j = 31); classic control's 2 policies keep NGU's
+0.997 and 0.99 (--discount_family=ngu).
+
 Kept as NGU here (changed from the paper, for a CPU budget or simplicity): n-step targets on classic
 control (Retrace on Atari); one discount gamma_j per policy for both streams; no trace-length or
 backprop-window changes; few policies and actors; each network's gradient clipped on its own. A sequence's priority mixes max and mean of |td_e| + |td_i| (the

@@ -23,11 +23,20 @@ class Agent57Config(ngu_train.NguConfig):
     Classic control keeps NGU's 2 policies: here the bandit, not j = i mod N, picks each episode's j, so
     every actor (every Ape-X epsilon) plays the greedy j = 0 in some episodes whatever N is; with 2 arms
     the bandit's random half (epsilon 0.5) alone plays j = 0 in a quarter of the episodes (N = 4: an
-    eighth), which is what the evaluated Q_e(., j = 0) learns from. Atari: the paper's 32."""
+    eighth), which is what the evaluated Q_e(., j = 0) learns from. Atari: the paper's 32, with the
+    appendix's discounts (0.9999 for j = 0 down to 0.99; `exploration.agent57_policy_family`); classic
+    control keeps NGU's 0.997 .. 0.99 (the appendix's layout needs 10 policies or more)."""
 
     bandit_window: int = field(160, "Episodes of each actor's sliding-window UCB meta-controller.")
     bandit_beta: float = field(1.0, "Exploration bonus weight of the UCB meta-controller.")
     bandit_epsilon: float = field(0.5, "Probability the meta-controller picks a random policy index.")
+    discount_family: str = field(
+        "ngu",
+        "'agent57': the appendix's discounts (j = 0 at --gamma_exploit, j = 1 .. 6 between it and "
+        "--gamma_max, j = 7 --gamma_max, then down to --gamma_min; needs --num_policies >= 10; run_atari's "
+        "default); 'ngu': NGU's, --gamma_max down to --gamma_min (classic control's 2 policies).",
+    )
+    gamma_exploit: float = field(0.9999, "gamma_0 of --discount_family=agent57 (the exploitative policy).")
 
     def __post_init__(self):
         super().__post_init__()
@@ -36,6 +45,19 @@ class Agent57Config(ngu_train.NguConfig):
         require(
             0 <= self.bandit_epsilon <= 1, f"--bandit_epsilon must be in [0, 1], got {self.bandit_epsilon}"
         )
+        require(
+            self.discount_family in ("agent57", "ngu"),
+            f"--discount_family must be agent57 or ngu, got {self.discount_family!r}",
+        )
+        if self.discount_family == "agent57":
+            require(
+                self.num_policies >= 10,
+                f"--discount_family=agent57 needs --num_policies >= 10, got {self.num_policies}",
+            )
+            require(
+                self.gamma_max <= self.gamma_exploit < 1.0,
+                f"need --gamma_max <= --gamma_exploit < 1, got {self.gamma_max}, {self.gamma_exploit}",
+            )
 
 
 def build_networks(config_values: dict, observation_shape, num_actions: int):

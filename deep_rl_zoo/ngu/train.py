@@ -122,6 +122,16 @@ class NguConfig(R2d2Config):
 
 
 def family_of(config_values: dict) -> tuple[list[float], list[float]]:
+    """(betas, gammas) of a config (a dict, as saved in a checkpoint): NGU's family, or Agent57's
+    (`exploration.agent57_policy_family`) when its --discount_family says so."""
+    if config_values.get("discount_family", "ngu") == "agent57":
+        return exploration.agent57_policy_family(
+            config_values["num_policies"],
+            config_values["intrinsic_beta"],
+            config_values["gamma_exploit"],
+            config_values["gamma_max"],
+            config_values["gamma_min"],
+        )
     return exploration.policy_family(
         config_values.get("num_policies", NguConfig.num_policies),
         config_values.get("intrinsic_beta", NguConfig.intrinsic_beta),
