@@ -25,7 +25,11 @@ per env step received. Each gradient step, for a batch of sequences:
   actors computed a first priority themselves, which costs each actor a second network here);
 - the target network is a copy of the online one every `target_network_update_period` gradient steps.
 
-Differences from the paper, on purpose: sequences may cross an episode's end (the paper pads them
+Differences from the paper: the burn-in is part of the T replayed steps and a new sequence starts every
+T / 2 steps (`PrioritizedSequenceReplay`), so T = 80, b = 40 learns 39 transitions per sequence, each
+once, where the paper learns 80 after the burn-in, each in two sequences. The LSTM reads the torso's
+features only (the paper's, as Acme's, also reads the previous action one-hot and the previous reward;
+NGU's network here does). On purpose: sequences may cross an episode's end (the paper pads them
 instead); the LSTM state is zeroed at the new episode's first step and the transition into it is
 masked, so nothing is learned across the boundary. The head is a ReLU layer and a plain Q layer where
 the paper has a dueling head. Importance-sampling weights (exponent 0.6) are applied: the paper's

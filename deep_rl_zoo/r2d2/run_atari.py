@@ -2,11 +2,15 @@
 
 Defaults follow Kapturowski et al. 2019 (section 2.3 and the appendix's table): 4 stacked frames, no
 life-loss terminal, no reward clipping (the value rescaling h takes its place), episodes cut at 30
-minutes (27,000 env steps), sequences of 80 steps with a burn-in of 40 overlapping by 40, 5-step
-double-Q targets, discount 0.997, Adam lr 1e-4 eps 1e-3, batches of 64 sequences, a target copy every
-2500 gradient steps, priority exponent 0.9, importance-sampling exponent 0.6, Nature CNN + LSTM 512.
+minutes (27,000 env steps), 5-step double-Q targets, discount 0.997, Adam lr 1e-4 eps 1e-3, batches
+of 64 sequences, a target copy every 2500 gradient steps, priority exponent 0.9, importance-sampling
+exponent 0.6, Nature CNN + LSTM 512.
 
-Changed here: a replay of 1M env steps (the paper's 4M frames take 28 GB; 1M take 7.2 GB here, see
+Changed here: sequences of 80 steps *including* the burn-in of 40, a new one every 40 steps, so each
+sequence learns 39 transitions and each transition is learned in one sequence only, at a fixed offset
+(the last steps of every block only ever get 1-4-step returns); the paper learns 80 steps after a
+40-step burn-in (121 observations, a new sequence every 40 steps, each step learned in two sequences),
+which this replay cannot express yet (its period is half the sequence length). A replay of 1M env steps (the paper's 4M frames take 28 GB; 1M take 7.2 GB here, see
 benchmarks/README.md), 16 actors rather than 256, a gradient step every 200 env steps received (the
 paper's learner managed 5 steps per second against 256 actors, one per ~13,000 env steps, which
 leaves a workstation-sized run almost without learning), and a ReLU layer of 512 before a plain Q

@@ -26,8 +26,10 @@ class R2d2Config(distributed.DistributedConfig):
 
     Paper's settings kept everywhere: Ape-X epsilons 0.4^(1 + 7 i / (N - 1)), priority exponent 0.9,
     importance-sampling exponent 0.6, priorities 0.9 max + 0.1 mean |td|, 5-step double-Q targets with
-    h(x) = sign(x)(sqrt(|x| + 1) - 1) + 0.001 x, sequences overlapping by half, burn-in from the stored
-    LSTM state, a target copy every fixed number of gradient steps.
+    h(x) = sign(x)(sqrt(|x| + 1) - 1) + 0.001 x, burn-in from the stored LSTM state, a target copy every
+    fixed number of gradient steps. Not the paper's: --sequence_length includes the burn-in and a new
+    sequence starts every --sequence_length / 2 steps (the paper: burn-in 40 before 80 learned steps, a
+    new sequence every 40), and the LSTM does not read the previous action and reward (`r2d2.agent`).
 
     Classic control: sequences of 20 steps (burn-in 10, so 9 learned transitions, a block every 10 env
     steps) in place of Atari's 80 (burn-in 40): a CartPole state is fully described by 4 numbers, so
