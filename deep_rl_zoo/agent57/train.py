@@ -27,6 +27,14 @@ class Agent57Config(ngu_train.NguConfig):
     appendix's discounts (0.9999 for j = 0 down to 0.99; `exploration.agent57_policy_family`); classic
     control keeps NGU's 0.997 .. 0.99 (the appendix's layout needs 10 policies or more)."""
 
+    # Two of NGU's fields mean something else here: the bandit, not the actor's index, picks j, and with
+    # the appendix's discounts gamma_max is gamma_7 (gamma_0 is --gamma_exploit).
+    num_policies: int = field(
+        2, "N, policies of the family (beta_j, gamma_j); each actor's meta-controller picks j per episode."
+    )
+    gamma_max: float = field(
+        0.997, "Discount of j = 0 with --discount_family=ngu; of j = 7 with agent57 (j = 0: --gamma_exploit)."
+    )
     bandit_window: int = field(160, "Episodes of each actor's sliding-window UCB meta-controller.")
     bandit_beta: float = field(1.0, "Exploration bonus weight of the UCB meta-controller.")
     bandit_epsilon: float = field(0.5, "Probability the meta-controller picks a random policy index.")
