@@ -103,7 +103,7 @@ class RunLogger:
         Args:
           on_log: called as `on_log(prefix, values, step)` by every `scalars` call, with a copy of the values.
           screenshot_dir: where debug screenshots go; default `<run_dir>/screenshots`, next to the run's
-            other logs (the repository's top-level screenshots/ holds the README's pictures).
+            other logs.
         """
         self.run_dir = run_dir
         self.results_csv_path = results_csv_path
