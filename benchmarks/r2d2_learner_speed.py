@@ -53,7 +53,7 @@ from deep_rl_zoo.sequence_replay import SequenceBlock
 
 
 def fill(learner, config, observation_shape, num_actions, mean_episode_length, rng):
-    period = config.sequence_length // 2
+    period = config.replay_period
     num_blocks = max(config.min_replay_size, config.batch_size * period * 4) // period + 8
     for j in range(num_blocks):
         first = rng.random(period) < 1.0 / mean_episode_length

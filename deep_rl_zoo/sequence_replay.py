@@ -13,6 +13,7 @@ which transitions to mask (o_k -> o_{k+1} is a transition only if o_{k+1} is not
     transitions   o5->o6  o6->o7  (o7->o0' masked)  o0'->o1'
 """
 
+import collections
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -105,7 +106,7 @@ class SequenceBlock(NamedTuple):
     """`period` consecutive steps of one actor's stream: what an R2D2 actor sends to the learner.
 
     An actor's stream is every timestep it sees, episodes following each other (`first` marks where
-    one starts), so two consecutive blocks of an actor form one replayed sequence of 2 * period steps.
+    one starts). Each block completes the replayed sequence of T steps that ends at its last step.
     """
 
     actor_index: int
@@ -115,10 +116,31 @@ class SequenceBlock(NamedTuple):
     terminated: np.ndarray  # [P] bool, o_k is a true terminal state
     truncated: np.ndarray  # [P] bool, the episode was cut by a time limit at o_k
     first: np.ndarray  # [P] bool, o_k starts an episode (the recurrent state is zeroed before it)
-    core_state: tuple  # (h [H], c [H]) float32: the actor's LSTM state before it read o_0
+    # (h [H], c [H]) float32: the actor's LSTM state before it read the first step of the sequence this
+    # block completes, T steps before the block's end (`SequenceStartStates`)
+    core_state: tuple
     # Further per-step fields an agent stores with its steps ({name: [P, ...] array}, the same names in
     # every block), returned in `ReplayedSequences.extras` (NGU: policy index, intrinsic reward, ...).
     extras: dict | None = None
+
+
+class SequenceStartStates:
+    """An actor's LSTM states before each of its last T steps, so that a block can carry the state from
+    which the learner replays the sequence the block completes (T steps back, not the block's own start).
+
+    Call `record` once per step with the state before the step's observation is read (after zeroing it
+    at an episode's first step); `sequence_start` then gives the state before the T-th last step.
+    """
+
+    def __init__(self, sequence_length: int) -> None:
+        self._states: collections.deque = collections.deque(maxlen=sequence_length)
+
+    def record(self, state: tuple) -> None:
+        self._states.append(state)  # the network returns new tensors each step: no copy needed
+
+    def sequence_start(self) -> tuple:
+        """(h [H], c [H]) float32 numpy; before the actor's first step while it has made fewer than T."""
+        return tuple(np.asarray(x.reshape(-1).cpu(), np.float32).copy() for x in self._states[0])
 
 
 class ReplayedSequences(NamedTuple):
@@ -145,22 +167,24 @@ class _StoredSequence(NamedTuple):
 
 class PrioritizedSequenceReplay:
     """R2D2's replay (Kapturowski et al. 2019, https://openreview.net/forum?id=r1lyTjAqYX): sequences of
-    `sequence_length` steps, adjacent ones of an actor overlapping by half, each with the LSTM state
-    the actor had before its first step, sampled in proportion to priority^alpha.
+    T = `sequence_length` steps, a new one every P = `period` steps of an actor (so adjacent ones overlap
+    by T - P steps), each with the LSTM state the actor had before its first step, sampled in
+    proportion to priority^alpha.
 
     Every step is stored once, in a ring of `capacity` steps shared by all actors (on Atari only the
     newest frame of each observation; `stack_size` frames are put back together when sampled). A
     sequence stores the step numbers it covers and its LSTM state, so overlapping sequences share their
-    steps. Blocks of P = sequence_length / 2 steps arrive from actors in any interleaving; the blocks
-    j - 1 and j of one actor make a sequence:
+    steps. Blocks of P steps arrive from actors in any interleaving; each block of an actor completes
+    the sequence of its last T steps (the paper's layout: T = 40 + 80 + 1, P = 40):
 
-        actor 3's stream   | block j-2 | block j-1 | block j |
-        sequence              [s s s]  |<----- T = 2P ----->|   core state: the one sent with block j-1
-                              S - 1 steps of stack history (Atari), never learned from
+        actor 3's stream   | block j-3 | block j-2 | block j-1 | block j |
+        sequence j                [s s s]|<----------- T ----------------->|   core state: the one sent
+                                   S - 1 steps of stack history (Atari)        with block j, T steps back
+        sequence j-1   [s s s]|<----------- T ----------------->|
 
-    An actor's first block makes no sequence of its own (it is the first half of the next one); an
-    actor's stream begins with an episode's first step, so its missing history is never looked at
-    (reset padding). A sequence is dropped (priority 0) as soon as the ring overwrites its oldest step.
+    An actor's blocks make no sequence until it has sent T steps; its stream begins with an episode's
+    first step, so missing history is never looked at (reset padding). A sequence is dropped
+    (priority 0) as soon as the ring overwrites its oldest step.
     """
 
     def __init__(
@@ -170,25 +194,30 @@ class PrioritizedSequenceReplay:
         priority_exponent: float,
         rng: np.random.Generator,
         stack_size: int = 1,
+        *,
+        period: int,
     ) -> None:
         """
         Args:
           capacity: env steps kept (over all actors).
-          sequence_length: T, steps per replayed sequence (burn-in included); even, >= 2.
+          sequence_length: T, steps per replayed sequence (burn-in, learned steps and the last
+            bootstrap observation), >= 2.
           priority_exponent: alpha, 0 samples uniformly.
           stack_size: S, frames per observation when blocks carry only the newest frame (Atari); 1 when
             blocks carry whole observations.
+          period: P, steps per block: an actor's sequences start P steps apart; 1 <= P <= T.
         """
-        if sequence_length < 2 or sequence_length % 2:
-            raise ValueError(f"sequence_length must be even and >= 2, got {sequence_length}")
+        if sequence_length < 2:
+            raise ValueError(f"sequence_length must be >= 2, got {sequence_length}")
+        if not 1 <= period <= sequence_length:
+            raise ValueError(f"period must be in [1, sequence_length = {sequence_length}], got {period}")
         if stack_size < 1:
             raise ValueError(f"stack_size must be >= 1, got {stack_size}")
-        period = sequence_length // 2
         if capacity < sequence_length + stack_size:
             raise ValueError(f"capacity {capacity} cannot hold one sequence of {sequence_length}")
         self._capacity = int(capacity)
         self._sequence_length = int(sequence_length)
-        self._period = period
+        self._period = int(period)
         self._stack_size = int(stack_size)
         self._rng = rng
         self._steps: dict[str, np.ndarray] = {}  # allocated on the first block
@@ -199,8 +228,9 @@ class PrioritizedSequenceReplay:
         self._oldest = np.zeros(sequence_capacity, np.int64)  # the oldest step each sequence needs
         self._alive = np.zeros(sequence_capacity, bool)
         self._num_sequences_added = 0
-        # Per actor: the step numbers of its last P + S - 1 steps and the core state of its last block.
-        self._history: dict[int, tuple[np.ndarray, tuple]] = {}
+        # Per actor: the step numbers of its last T + S - 1 steps (its first step repeated before it) and
+        # how many steps it has sent.
+        self._history: dict[int, tuple[np.ndarray, int]] = {}
 
     @property
     def rng(self) -> np.random.Generator:
@@ -234,7 +264,7 @@ class PrioritizedSequenceReplay:
         )
 
     def add_block(self, block: SequenceBlock) -> None:
-        """Stores the block's steps and, from the actor's second block on, the sequence it completes."""
+        """Stores the block's steps and, once the actor has sent T steps, the sequence it completes."""
         length = len(block.first)
         if length != self._period:
             raise ValueError(f"a block must hold {self._period} steps, got {length}")
@@ -258,19 +288,15 @@ class PrioritizedSequenceReplay:
         self._num_steps_added += length
         horizon = self._num_steps_added - self._capacity  # steps before this are overwritten
 
-        history_length = self._period + self._stack_size - 1
-        previous = self._history.get(block.actor_index)
-        if previous is not None and previous[0][0] < horizon:
-            previous = None  # that actor's last block was overwritten meanwhile: start afresh
-        if previous is None:
-            padded = np.concatenate([np.full(history_length, steps[0]), steps])
-        else:
-            history, core_state = previous
-            window = np.concatenate([history, steps])  # [P + S - 1 + P] = [T + S - 1]
-            self._add_sequence(window, core_state)
-            padded = window
-        state = tuple(np.asarray(x, np.float32) for x in block.core_state)
-        self._history[block.actor_index] = (padded[-history_length:], state)
+        window_length = self._sequence_length + self._stack_size - 1
+        history, num_sent = self._history.get(block.actor_index, (np.full(window_length, steps[0]), 0))
+        window = np.concatenate([history, steps])[-window_length:]  # [T + S - 1], oldest first
+        num_sent += length
+        self._history[block.actor_index] = (window, num_sent)
+        # No sequence before the actor has sent T steps, nor one whose oldest step is already overwritten
+        # (other actors filled the ring meanwhile).
+        if num_sent >= self._sequence_length and window[0] >= horizon:
+            self._add_sequence(window, tuple(np.asarray(x, np.float32) for x in block.core_state))
 
         dead = np.flatnonzero(self._alive & (self._oldest < horizon))
         if dead.size:

@@ -43,14 +43,16 @@ def tiny_config(config_class: type, tmp_path: Path, *values: dict[str, Any]) -> 
 # ----------------------------------------------------------------------------------------------------
 # Recurrent replay: R2D2, NGU, Agent57
 
-# Two actors, sequences of 8 with a burn-in of 2, learning from 16 stored steps on: two short iterations.
+# Two actors, sequences of 8 (a burn-in of 2, 5 learned transitions) every 4 steps, learning from 16
+# stored steps on: two short iterations.
 TINY_SEQUENCE_RUN = dict(
     num_iterations=2,
     num_train_steps=60,
     num_eval_steps=50,
     num_actors=2,
-    sequence_length=8,
     burn_in=2,
+    trace_length=5,
+    replay_period=4,
     min_replay_size=16,
     batch_size=2,
     replay_capacity=1000,
@@ -65,8 +67,9 @@ TINY_SEQUENCE_ATARI = dict(
     num_eval_steps=20,
     max_episode_steps=30,
     num_actors=1,
-    sequence_length=8,
     burn_in=2,
+    trace_length=5,
+    replay_period=4,
     lstm_size=16,
     head_hidden_sizes=(),
     replay_capacity=1000,
@@ -95,7 +98,7 @@ def novelty_learner(learner_class: type, networks: torch.nn.Module, **overrides:
         SEQUENCE_LEARNER,
         networks=networks,
         optimizer=torch.optim.Adam(networks.parameters(), lr=1e-3),
-        replay=PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0)),
+        replay=PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0), period=2),
         betas=[0.0, 0.5],
         gammas=[0.9, 0.5],
         burn_in=0,

@@ -108,7 +108,7 @@ def test_with_retrace_each_stream_follows_the_combined_epsilon_greedy_policy():
 
 def test_a_stream_gets_gradient_only_from_its_own_loss():
     config = train.Agent57Config(
-        environment_name="MountainCar-v0", num_policies=2, sequence_length=4, burn_in=0
+        environment_name="MountainCar-v0", num_policies=2, burn_in=0, trace_length=3, replay_period=2
     )
     networks = train.build_networks(dataclasses.asdict(config), (2,), 3)
     steps, batch = 4, 2
@@ -210,8 +210,9 @@ def test_actor_reads_its_bandit_row_once_and_chooses_j_at_each_episode_start():
         environment_name="MountainCar-v0",
         num_actors=2,
         num_policies=3,
-        sequence_length=4,
         burn_in=0,
+        trace_length=3,
+        replay_period=2,
         bandit_epsilon=0.0,
     )
     networks = train.build_networks(dataclasses.asdict(config), (2,), 3).requires_grad_(False)

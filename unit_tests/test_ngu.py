@@ -328,8 +328,9 @@ def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_life
         environment_name="MountainCar-v0",
         num_actors=3,
         num_policies=2,
-        sequence_length=4,
         burn_in=1,
+        trace_length=2,
+        replay_period=2,
         num_neighbours=1,  # so that step 1 already has its k neighbours
     )
     networks = train.build_networks(dataclasses.asdict(config), (2,), 3).requires_grad_(False)
@@ -370,7 +371,7 @@ def test_actor_blocks_carry_policy_index_previous_action_and_episodic_times_life
 
 
 def test_actor_i_plays_policy_i_mod_n_and_empties_its_memory_at_each_episode_start():
-    config = train.NguConfig(num_actors=4, num_policies=3, sequence_length=4, burn_in=1)
+    config = train.NguConfig(num_actors=4, num_policies=3, burn_in=1, trace_length=2, replay_period=2)
     actor, _ = train.build_actor(
         config, PositionVelocityEnv(), torch.device("cpu"), RecordingLink(actor_index=3), 0
     )
@@ -405,7 +406,7 @@ def _config(tmp_path, **overrides) -> train.NguConfig:
         (dict(max_lifelong_scale=0.5), "max_lifelong_scale"),
         (dict(num_neighbours=0), "num_neighbours"),
         (dict(embedding_hidden_sizes=()), "embedding_hidden_sizes"),
-        (dict(sequence_length=7), "even"),
+        (dict(replay_period=9), "replay_period"),
     ],
 )
 def test_bad_flags_are_config_errors(tmp_path, overrides, message):

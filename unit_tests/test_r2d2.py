@@ -72,7 +72,8 @@ def _all_sequences(replay):
 
 
 def test_two_blocks_of_one_actor_make_one_sequence_even_when_actors_interleave():
-    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0))
+    # T = 2P (the classic layout): an actor's blocks j - 1 and j make a sequence.
+    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0), period=2)
     replay.add_block(_block(0, [0, 1], first=[True, False], state=1.0))
     replay.add_block(_block(1, [10, 11], first=[True, False], state=5.0))
     assert replay.num_sequences == 0  # a first block is only the first half of a sequence
@@ -86,19 +87,81 @@ def test_two_blocks_of_one_actor_make_one_sequence_even_when_actors_interleave()
     assert sorted(by_first_value) == [0.0, 2.0, 10.0]
     k = by_first_value[0.0]
     np.testing.assert_array_equal(batch.observation[:, k, 0], [0, 1, 2, 3])
-    np.testing.assert_array_equal(batch.core_state[0][k], [1, 1, 1])  # sent with block [0, 1]
+    np.testing.assert_array_equal(batch.core_state[0][k], [2, 2, 2])  # sent with block [2, 3]
     k = by_first_value[2.0]  # overlaps the previous one by half
     np.testing.assert_array_equal(batch.observation[:, k, 0], [2, 3, 4, 5])
-    np.testing.assert_array_equal(batch.core_state[0][k], [2, 2, 2])
-    np.testing.assert_array_equal(batch.core_state[1][k], [-2, -2, -2])
+    np.testing.assert_array_equal(batch.core_state[0][k], [3, 3, 3])
+    np.testing.assert_array_equal(batch.core_state[1][k], [-3, -3, -3])
     k = by_first_value[10.0]
     np.testing.assert_array_equal(batch.observation[:, k, 0], [10, 11, 12, 13])
     np.testing.assert_array_equal(batch.reward[:, k], [10, 11, 12, 13])
     np.testing.assert_array_equal(batch.first[:, k], [True, False, False, False])
 
 
+def test_each_block_completes_the_sequence_of_the_actors_last_t_steps():
+    # The paper's layout in small: T = 1 + 4 + 1 = 6 steps, a block of P = 2 every 2 steps, so a
+    # sequence spans three blocks and adjacent ones overlap by 4 steps. Two actors interleave.
+    replay = PrioritizedSequenceReplay(100, 6, 0.9, np.random.default_rng(0), period=2)
+    for j in range(4):
+        replay.add_block(_block(0, [2 * j, 2 * j + 1], first=[j == 0, False], state=float(j)))
+        replay.add_block(_block(1, [20 + 2 * j, 21 + 2 * j], first=[j == 0, False], state=10.0 + j))
+    # Actor 0 sent 8 steps: blocks 3 and 4 (6 and 8 steps sent) each complete a sequence; so for actor 1.
+    assert replay.num_sequences == 4 and replay.num_steps == 16
+    slots, batch = _all_sequences(replay)
+    sequences = {
+        tuple(batch.observation[:, k, 0].astype(int).tolist()): float(batch.core_state[0][k][0])
+        for k in slots.values()
+    }
+    # Each with the state the completing block carried (the actor's state before the sequence's o_0).
+    assert sequences == {
+        (0, 1, 2, 3, 4, 5): 2.0,
+        (2, 3, 4, 5, 6, 7): 3.0,
+        (20, 21, 22, 23, 24, 25): 12.0,
+        (22, 23, 24, 25, 26, 27): 13.0,
+    }
+
+
+@pytest.mark.parametrize(
+    "burn_in, trace_length, period, expected",
+    [
+        # The classic layout (T = 2P): each learned once at a fixed offset; every second never.
+        (2, 1, 2, {2: 1, 3: 0, 4: 1, 5: 0, 6: 1, 7: 0, 8: 1, 9: 0, 10: 1, 11: 0}),
+        # The paper's (period = trace_length / 2), in small: from the first full overlap on, twice.
+        (2, 4, 2, {2: 0, 3: 1, 4: 1, 5: 2, 6: 2, 7: 2, 8: 2, 9: 2, 10: 2, 11: 1, 12: 1}),
+    ],
+)
+def test_which_transitions_of_an_actors_stream_carry_loss(
+    monkeypatch, burn_in, trace_length, period, expected
+):
+    """One actor's 14 steps, action a_k = k, through the replay and the learner: the transitions
+    o_k -> o_{k+1} that get a TD error (all sequences in one batch), counted by the actions the learner
+    hands to the loss."""
+    sequence_length = burn_in + trace_length + 1
+    replay = PrioritizedSequenceReplay(100, sequence_length, 0.9, np.random.default_rng(0), period=period)
+    for j in range(14 // period):
+        block = _block(0, np.arange(j * period, (j + 1) * period), first=[j == 0] + [False] * (period - 1))
+        replay.add_block(
+            block._replace(
+                action=np.arange(j * period, (j + 1) * period),
+                observation=np.repeat(block.observation, 2, axis=1),
+            )
+        )
+    learned = []
+
+    def recording_td_errors(q_online, q_target, a_tm1, *args, **kwargs):
+        learned.extend(a_tm1.flatten().tolist())
+        return r2d2_td_errors(q_online, q_target, a_tm1 % 2, *args, **kwargs)
+
+    r2d2_td_errors = agent.r2d2_td_errors
+    monkeypatch.setattr(agent, "r2d2_td_errors", recording_td_errors)
+    learner = _learner(replay, burn_in=burn_in, batch_size=replay.num_sequences)
+    learner.gradient_step()
+    counts = {k: learned.count(k) for k in expected}
+    assert counts == expected
+
+
 def test_new_sequences_get_the_largest_priority_and_updates_store_priority_to_the_alpha():
-    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0))
+    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0), period=2)
     for values in ([0, 1], [2, 3], [4, 5]):
         replay.add_block(_block(0, values))
     np.testing.assert_allclose(replay.priorities(), [1.0, 1.0])  # 1 before any update
@@ -110,7 +173,7 @@ def test_new_sequences_get_the_largest_priority_and_updates_store_priority_to_th
 
 def test_a_sequence_is_dropped_when_the_ring_overwrites_its_oldest_step():
     # Capacity 6 steps, blocks of 2: the sequence [0 1 2 3] loses step 0 when steps 6, 7 arrive.
-    replay = PrioritizedSequenceReplay(6, 4, 1.0, np.random.default_rng(0))
+    replay = PrioritizedSequenceReplay(6, 4, 1.0, np.random.default_rng(0), period=2)
     for values in ([0, 1], [2, 3], [4, 5]):
         replay.add_block(_block(0, values))
     assert replay.num_sequences == 2
@@ -124,7 +187,7 @@ def test_a_sequence_is_dropped_when_the_ring_overwrites_its_oldest_step():
 def test_atari_stacks_are_rebuilt_from_single_frames_with_reset_padding():
     # Stack of 3, blocks of 2. Episode starts at steps 0 and 3: the env showed
     # step 1: [0 0 1], step 2: [0 1 2], step 3: [3 3 3], step 4: [3 3 4], step 5: [3 4 5].
-    replay = PrioritizedSequenceReplay(100, 4, 1.0, np.random.default_rng(0), stack_size=3)
+    replay = PrioritizedSequenceReplay(100, 4, 1.0, np.random.default_rng(0), stack_size=3, period=2)
     replay.add_block(_block(0, [0, 1], first=[True, False], frames=True))
     replay.add_block(_block(0, [2, 3], first=[False, True], frames=True))
     replay.add_block(_block(0, [4, 5], frames=True))
@@ -145,9 +208,12 @@ def test_atari_stacks_are_rebuilt_from_single_frames_with_reset_padding():
 
 
 def test_atari_replay_keeps_about_one_frame_per_step():
-    """Bytes per stored env step with R2D2's Atari shapes: 84x84 frames, LSTM 512, sequences of 80."""
+    """Bytes per stored env step with R2D2's Atari shapes: 84x84 frames, LSTM 512, sequences of
+    40 + 80 + 1 steps, a new one every 40."""
     capacity, period = 4000, 40
-    replay = PrioritizedSequenceReplay(capacity, 2 * period, 0.9, np.random.default_rng(0), stack_size=4)
+    replay = PrioritizedSequenceReplay(
+        capacity, 121, 0.9, np.random.default_rng(0), stack_size=4, period=period
+    )
     frames = np.zeros((period, 84, 84), np.uint8)
     state = (np.zeros(512, np.float32), np.zeros(512, np.float32))
     for j in range(capacity // period + 5):
@@ -162,8 +228,8 @@ def test_atari_replay_keeps_about_one_frame_per_step():
             )
         )
     per_step = replay.nbytes / capacity
-    # 7,056 frame bytes + 15 of action, reward and flags + per sequence of 40 new steps: 83 step numbers
-    # (8 bytes), an LSTM state (4,096 bytes) and its tree and bookkeeping: about 7,190 bytes.
+    # 7,056 frame bytes + 15 of action, reward and flags + per sequence of 40 new steps: 124 step numbers
+    # (8 bytes), an LSTM state (4,096 bytes) and its tree and bookkeeping: about 7,200 bytes.
     assert 7056 < per_step < 7056 * 1.05, per_step
 
 
@@ -311,7 +377,7 @@ def _fill(replay, learner=None, num_blocks=4):
 
 
 def test_learner_takes_its_share_of_gradient_steps_and_copies_the_target_every_period():
-    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0))
+    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0), period=2)
     learner = _learner(replay)
     _fill(replay, learner, num_blocks=3)
     # 6 blocks of 2 steps at 0.5 gradient steps per env step, counted once 2 sequences exist (after the
@@ -326,7 +392,7 @@ def test_learner_takes_its_share_of_gradient_steps_and_copies_the_target_every_p
 
 
 def test_priorities_are_the_mix_of_max_and_mean_td_of_each_replayed_sequence():
-    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0))
+    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0), period=2)
     _fill(replay)
     learner = _learner(replay, optimizer=torch.optim.SGD(_network(5).parameters(), lr=0.0))
     # Recompute what the learner will see: same replay rng state, same networks (lr 0: none move).
@@ -355,7 +421,7 @@ def test_priorities_are_the_mix_of_max_and_mean_td_of_each_replayed_sequence():
 
 
 def test_a_non_finite_loss_stops_before_the_parameters_change():
-    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0))
+    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0), period=2)
     for j in range(3):  # two sequences of one actor, every reward NaN: so is the loss
         block = _block(0, [2 * j + 1, 2 * j + 2], first=[j == 0, False])
         nan_rewards = np.full(2, np.nan, np.float32)
@@ -376,7 +442,7 @@ def test_the_learner_steps_with_fused_adam(tmp_path):
     assert isinstance(learner._optimizer, torch.optim.Adam) and learner._optimizer.defaults["fused"]
 
 
-def test_actor_sends_blocks_with_the_state_before_their_first_step():
+def test_actor_sends_blocks_with_the_state_before_their_sequences_first_step():
     network, link = _network(0), RecordingLink(actor_index=1)
     actor = agent.R2d2Actor(
         network=network,
@@ -384,6 +450,7 @@ def test_actor_sends_blocks_with_the_state_before_their_first_step():
         num_actions=2,
         epsilon=0.0,
         period=2,
+        sequence_length=3,
         image_observations=False,
         rng=np.random.default_rng(0),
         device=torch.device("cpu"),
@@ -398,7 +465,8 @@ def test_actor_sends_blocks_with_the_state_before_their_first_step():
     first_block, second_block = link.sent
     np.testing.assert_array_equal(first_block.core_state[0], np.zeros(3))  # before o_0: zero
     with torch.no_grad():
-        state = network(torch.tensor(o[:2])[:, None], network.initial_state(1)).hidden_state
+        # The second block completes the sequence o_1 o_2 o_3 (T = 3): the state before o_1, after o_0.
+        state = network(torch.tensor(o[:1])[:, None], network.initial_state(1)).hidden_state
         greedy = network(torch.tensor(o[:2])[:, None], network.initial_state(1)).q_values[:, 0].argmax(-1)
     np.testing.assert_allclose(second_block.core_state[0], state[0][0, 0].numpy(), rtol=1e-6)
     np.testing.assert_allclose(second_block.core_state[1], state[1][0, 0].numpy(), rtol=1e-6)
@@ -425,6 +493,7 @@ def test_atari_sequences_replay_exactly_the_stacks_the_actor_saw():
         num_actions=6,
         epsilon=1.0,
         period=4,
+        sequence_length=8,
         image_observations=True,
         rng=np.random.default_rng(0),
         device=torch.device("cpu"),
@@ -436,7 +505,7 @@ def test_atari_sequences_replay_exactly_the_stacks_the_actor_saw():
         if len(seen) == 72:
             break
     env.close()
-    replay = PrioritizedSequenceReplay(1000, 8, 1.0, np.random.default_rng(0), stack_size=4)
+    replay = PrioritizedSequenceReplay(1000, 8, 1.0, np.random.default_rng(0), stack_size=4, period=4)
     for block in link.sent:
         replay.add_block(block)
     slots, batch = _all_sequences(replay)
@@ -459,8 +528,9 @@ def _config(tmp_path, **overrides) -> train.R2d2Config:
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (dict(sequence_length=7), "even"),
-        (dict(burn_in=7), "burn_in"),
+        (dict(replay_period=9), "replay_period"),  # sequences of 2 + 5 + 1 = 8 steps
+        (dict(burn_in=-1), "burn_in"),
+        (dict(trace_length=0), "trace_length"),
         (dict(priority_eta=1.5), "priority_eta"),
         (dict(replay_capacity=10), "replay_capacity"),
     ],

@@ -180,9 +180,13 @@ def test_two_node_ray_cluster_pins_actors_survives_a_killed_actor_and_learns_car
         ("impala", "IMPALA", "--unroll_length=16"),
         # NGU's actors keep per-actor state the learner checkpoints (episodic memory, distance mean):
         # the same script runs on Ray with no special case, a killed actor restarting with fresh memory
-        ("ngu", "NGU", "--min_replay_size=200 --sequence_length=10 --burn_in=5 --batch_size=8"),
+        ("ngu", "NGU", "--min_replay_size=200 --burn_in=5 --trace_length=4 --replay_period=5 --batch_size=8"),
         # and Agent57's actors their bandit's window of episode returns
-        ("agent57", "Agent57", "--min_replay_size=200 --sequence_length=10 --burn_in=5 --batch_size=8"),
+        (
+            "agent57",
+            "Agent57",
+            "--min_replay_size=200 --burn_in=5 --trace_length=4 --replay_period=5 --batch_size=8",
+        ),
     ],
 )
 def test_script_on_ray_survives_a_killed_ray_actor(tmp_path, package, agent_name, flags):

@@ -6,5 +6,5 @@ from deep_rl_zoo.config import ATARI_FIELDS, run_script
 from deep_rl_zoo.ngu.run_classic import DEFAULTS
 
 if __name__ == "__main__":
-    # Blocks are --sequence_length / 2 steps (no --unroll_length); each policy has its gamma_j (no --discount).
+    # Blocks are --replay_period steps (no --unroll_length); each policy has its gamma_j (no --discount).
     run_script(Agent57Config, DEFAULTS, main, exclude=ATARI_FIELDS | {"unroll_length", "discount"})

@@ -71,7 +71,12 @@ from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule, RandomNetwo
 from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
 from deep_rl_zoo.normalizers import ObservationNormalizer
 from deep_rl_zoo.r2d2.agent import R2d2, R2d2Extra, r2d2_td_errors, sequence_q_values
-from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, ReplayedSequences, SequenceBlock
+from deep_rl_zoo.sequence_replay import (
+    PrioritizedSequenceReplay,
+    ReplayedSequences,
+    SequenceBlock,
+    SequenceStartStates,
+)
 from deep_rl_zoo.types_ import TimeStep
 
 # ----------------------------------------------------------------------------------------------------
@@ -342,6 +347,7 @@ class NguActor:
         num_actions: int,
         epsilon: float,
         period: int,
+        sequence_length: int,
         image_observations: bool,
         novelty: EpisodicNoveltyConfig,
         memory_row: int,
@@ -364,7 +370,7 @@ class NguActor:
         self._device = device
         self._memory: EpisodicMemory | None = None  # built at the first step, from the published row
         self._state = networks.q.initial_state(1, device)
-        self._block_state: tuple | None = None
+        self._start_states = SequenceStartStates(sequence_length)
         self._records: list[tuple] = []
         self._policy_index = 0
         self._previous_action = 0
@@ -398,8 +404,7 @@ class NguActor:
             self._episode_return = 0.0
         else:
             self._episode_return += float(timestep.reward)
-        if not self._records:
-            self._block_state = tuple(x[0, 0].cpu().numpy().copy() for x in self._state)
+        self._start_states.record(self._state)
 
         observation = torch.as_tensor(timestep.observation, device=self._device)[None]  # [B=1, ...]
         # 0 for the first k steps of an episode (fewer than k embeddings to compare with)
@@ -470,7 +475,7 @@ class NguActor:
             terminated=np.asarray(terminated, bool),
             truncated=np.asarray(truncated, bool),
             first=np.asarray(first, bool),
-            core_state=self._block_state,
+            core_state=self._start_states.sequence_start(),
             extras={
                 "policy_index": np.asarray(policy, np.int64),
                 "previous_action": np.asarray(previous, np.int64),

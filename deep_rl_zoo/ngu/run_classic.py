@@ -7,5 +7,5 @@ from deep_rl_zoo.ngu.train import NguConfig, main
 DEFAULTS = {}  # NguConfig's own defaults are the classic-control ones (MountainCar-v0)
 
 if __name__ == "__main__":
-    # Blocks are --sequence_length / 2 steps (no --unroll_length); each policy has its gamma_j (no --discount).
+    # Blocks are --replay_period steps (no --unroll_length); each policy has its gamma_j (no --discount).
     run_script(NguConfig, DEFAULTS, main, exclude=ATARI_FIELDS | {"unroll_length", "discount"})

@@ -214,6 +214,7 @@ def replay_for(config: NguConfig, shape, rng: np.random.Generator) -> Prioritize
         config.priority_exponent,
         np.random.default_rng(rng.integers(2**63)),
         stack_size=stack,
+        period=config.replay_period,
     )
 
 
@@ -272,6 +273,7 @@ def evaluation_actor(
         num_actions=num_actions,
         epsilon=epsilon,
         period=1,
+        sequence_length=1,
         image_observations=False,
         novelty=novelty,
         memory_row=networks.actor_memory.distance_mean.shape[0] - 1,
@@ -316,7 +318,8 @@ def actor_for(config: NguConfig, env: gym.Env, device, link: LearnerLink, seed: 
         epsilon=exploration.apex_actor_epsilon(
             link.actor_index, config.num_actors, config.actor_epsilon, config.actor_epsilon_alpha
         ),
-        period=config.sequence_length // 2,
+        period=config.replay_period,
+        sequence_length=config.sequence_length,
         image_observations=common.is_image_observation(shape),
         novelty=novelty_config(config),
         memory_row=link.actor_index,

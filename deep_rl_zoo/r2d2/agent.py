@@ -3,16 +3,20 @@ https://openreview.net/forum?id=r1lyTjAqYX): many epsilon-greedy actors with an 
 with its own fixed epsilon (Ape-X's schedule), send their experience to one learner that replays
 sequences by priority.
 
-Actor i (`R2d2Actor`) carries its LSTM state through its episodes and sends every P = T / 2 env steps
-a `SequenceBlock`: the P steps and the LSTM state it had before the first of them. The learner (`R2d2`)
-stores the steps once in a `PrioritizedSequenceReplay`, where two consecutive blocks of an actor make
-one sequence of T steps (adjacent sequences overlap by half), and takes its share of gradient steps
-per env step received. Each gradient step, for a batch of sequences:
+Actor i (`R2d2Actor`) carries its LSTM state through its episodes and sends every P env steps (the
+replay period) a `SequenceBlock`: the P steps and the LSTM state it had before the first step of the
+sequence the block completes, its last T steps. The learner (`R2d2`) stores the steps once in a
+`PrioritizedSequenceReplay` (adjacent sequences of an actor overlap by T - P steps) and takes its share
+of gradient steps per env step received. Each gradient step, for a batch of sequences of
+T = b + L + 1 steps (the paper's Atari layout: b = 40, L = 80, P = 40, so each transition is learned in
+two sequences):
 
     sequence   | o_0 ... o_{b-1} | o_b  o_{b+1} ... o_{T-1} |
                  burn-in            L = T - 1 - b transitions o_k -> o_{k+1}, k = b .. T-2
     online:    stored state -(burn-in, no grad)-> state_b -(with grad)-> h(Q)(o_b .. o_{T-1})
     target:    stored state -(burn-in)----------> state'_b ------------> h(Q')(o_b .. o_{T-1})
+
+(the state is zeroed before any o_k that starts an episode, inside the burn-in or after it)
 
 - n-step double-Q targets in the rescaled space (`multistep.transformed_n_step_returns`):
   y_k = h(sum of n rewards + gamma^n h^{-1}(Q'(o_{k+n}, argmax_a Q(o_{k+n}, a)))), stopped at a true
@@ -25,15 +29,15 @@ per env step received. Each gradient step, for a batch of sequences:
   actors computed a first priority themselves, which costs each actor a second network here);
 - the target network is a copy of the online one every `target_network_update_period` gradient steps.
 
-Differences from the paper: the burn-in is part of the T replayed steps and a new sequence starts every
-T / 2 steps (`PrioritizedSequenceReplay`), so T = 80, b = 40 learns 39 transitions per sequence, each
-once, where the paper learns 80 after the burn-in, each in two sequences. The LSTM reads the torso's
-features only (the paper's, as Acme's, also reads the previous action one-hot and the previous reward;
+Differences from the paper: the LSTM reads the torso's features only (the paper's, as Acme's, also reads the previous action one-hot and the previous reward;
 NGU's network here does). On purpose: sequences may cross an episode's end (the paper pads them
 instead); the LSTM state is zeroed at the new episode's first step and the transition into it is
 masked, so nothing is learned across the boundary. The head is a ReLU layer and a plain Q layer where
 the paper has a dueling head. Importance-sampling weights (exponent 0.6) are applied: the paper's
 table lists 0.6 while its text says they were dropped; `--importance_sampling_exponent=0` drops them.
+Classic control replays 10 + 9 + 1 steps every 10 (each transition learned once, the last of every 10
+never: the layout its CartPole results were tuned with) where Atari has the paper's 40 + 80 + 1 every 40.
+On a workstation: 16 actors, a 1M-step replay and fewer gradient steps per env step (`run_atari`).
 """
 
 import copy
@@ -47,7 +51,7 @@ from deep_rl_zoo import multistep, optimization, value_learning
 from deep_rl_zoo.drqn.agent import unroll
 from deep_rl_zoo.networks.value import DrqnNetwork
 from deep_rl_zoo.runtime import LearnerLink
-from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, SequenceBlock
+from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, SequenceBlock, SequenceStartStates
 from deep_rl_zoo.types_ import TimeStep
 
 
@@ -134,8 +138,9 @@ class R2d2Actor:
     """Acts epsilon-greedily with its copy of the Q-network (its epsilon fixed for the whole run),
     carrying the LSTM state through the episodes, and sends every `period` env steps a block of them.
 
-    The LSTM state is zeroed at every `first` timestep. The state recorded with a block is the one
-    before its first observation is read (zero when that observation starts an episode).
+    The LSTM state is zeroed at every `first` timestep. The state sent with a block is the one before
+    the first observation of the sequence the block completes (its last `sequence_length` steps) was
+    read: zero when that observation starts an episode, or before the actor's T-th step.
     """
 
     def __init__(
@@ -146,6 +151,7 @@ class R2d2Actor:
         num_actions: int,
         epsilon: float,
         period: int,
+        sequence_length: int,
         image_observations: bool,
         rng: np.random.Generator,
         device: torch.device,
@@ -156,7 +162,8 @@ class R2d2Actor:
           network: the actor's copy of the learner's network (the link copies parameters into it).
           link: the actor's `LearnerLink` (send, pull_parameters, actor_index).
           epsilon: probability of a uniformly random action.
-          period: env steps per block sent (half the replayed sequence length).
+          period: env steps per block sent (the replay period).
+          sequence_length: T, steps per replayed sequence: a block carries the state from T steps back.
           image_observations: send only the newest frame of each stacked observation (Atari).
         """
         self.agent_name = agent_name
@@ -169,15 +176,14 @@ class R2d2Actor:
         self._rng = rng
         self._device = device
         self._state = network.initial_state(1, device)
-        self._block_state: tuple | None = None
+        self._start_states = SequenceStartStates(sequence_length)
         self._records: list[tuple] = []
 
     @torch.inference_mode()
     def step(self, timestep: TimeStep) -> int:
         if timestep.first:
             self._state = self._network.initial_state(1, self._device)
-        if not self._records:
-            self._block_state = tuple(x[0, 0].cpu().numpy().copy() for x in self._state)
+        self._start_states.record(self._state)
         action = 0  # the action after an episode's last step is never taken nor learned from
         if not timestep.last:
             x = torch.as_tensor(timestep.observation, device=self._device)[None, None]  # [T=1, B=1, ...]
@@ -212,7 +218,7 @@ class R2d2Actor:
             terminated=np.asarray(terminated, bool),
             truncated=np.asarray(truncated, bool),
             first=np.asarray(first, bool),
-            core_state=self._block_state,
+            core_state=self._start_states.sequence_start(),
         )
         self._records = []
         self._link.send(block, self.statistics)  # logged under actor_<i>/ for the first 8 actors

@@ -4,13 +4,11 @@ Defaults follow Kapturowski et al. 2019 (section 2.3 and the appendix's table): 
 life-loss terminal, no reward clipping (the value rescaling h takes its place), episodes cut at 30
 minutes (27,000 env steps), 5-step double-Q targets, discount 0.997, Adam lr 1e-4 eps 1e-3, batches
 of 64 sequences, a target copy every 2500 gradient steps, priority exponent 0.9, importance-sampling
-exponent 0.6, Nature CNN + LSTM 512.
+exponent 0.6, Nature CNN + LSTM 512, sequences of a 40-step burn-in then 80 learned transitions (121
+observations), a new one every 40 steps of an actor (so each transition is learned in two sequences).
 
-Changed here: sequences of 80 steps *including* the burn-in of 40, a new one every 40 steps, so each
-sequence learns 39 transitions and each transition is learned in one sequence only, at a fixed offset
-(the last steps of every block only ever get 1-4-step returns); the paper learns 80 steps after a
-40-step burn-in (121 observations, a new sequence every 40 steps, each step learned in two sequences),
-which this replay cannot express yet (its period is half the sequence length). A replay of 1M env steps (the paper's 4M frames take 28 GB; 1M take 7.2 GB here, see
+Changed here: the LSTM reads the torso's features only, not also the previous action and reward. A
+replay of 1M env steps (the paper's 4M frames take 28 GB; 1M take 7.2 GB here, see
 benchmarks/README.md), 16 actors rather than 256, a gradient step every 200 env steps received (the
 paper's learner managed 5 steps per second against 256 actors, one per ~13,000 env steps, which
 leaves a workstation-sized run almost without learning), and a ReLU layer of 512 before a plain Q
@@ -29,8 +27,9 @@ DEFAULTS = {
     "terminal_on_life_loss": False,
     "clip_reward": False,
     "num_actors": 16,
-    "sequence_length": 80,
     "burn_in": 40,
+    "trace_length": 80,
+    "replay_period": 40,
     "lstm_size": 512,
     "head_hidden_sizes": (512,),
     "replay_capacity": 1_000_000,

@@ -27,23 +27,27 @@ class R2d2Config(distributed.DistributedConfig):
     Paper's settings kept everywhere: Ape-X epsilons 0.4^(1 + 7 i / (N - 1)), priority exponent 0.9,
     importance-sampling exponent 0.6, priorities 0.9 max + 0.1 mean |td|, 5-step double-Q targets with
     h(x) = sign(x)(sqrt(|x| + 1) - 1) + 0.001 x, burn-in from the stored LSTM state, a target copy every
-    fixed number of gradient steps. Not the paper's: --sequence_length includes the burn-in and a new
-    sequence starts every --sequence_length / 2 steps (the paper: burn-in 40 before 80 learned steps, a
-    new sequence every 40), and the LSTM does not read the previous action and reward (`r2d2.agent`).
+    fixed number of gradient steps. Sequences are --burn_in steps, then --trace_length learned
+    transitions, then the last transition's next observation (T = burn_in + trace_length + 1 steps), a new
+    one every --replay_period steps of an actor (Atari: the paper's 40 + 80 + 1, a new one every 40, so
+    each transition is learned in two sequences). Not the paper's: the LSTM does not read the previous
+    action and reward (`r2d2.agent`).
 
-    Classic control: sequences of 20 steps (burn-in 10, so 9 learned transitions, a block every 10 env
-    steps) in place of Atari's 80 (burn-in 40): a CartPole state is fully described by 4 numbers, so
-    there is little to remember beyond a few steps, and the learner's cost grows with the sequence
-    length on a CPU; DRQN here solves CartPole with 8 burn-in + 8 learned steps. The network, learning
+    Classic control: burn-in 10, 9 learned transitions, a new sequence every 10 env steps (T = 20, so
+    adjacent sequences overlap by half and each transition is learned in one sequence; one in 10, the
+    last of each period, in none), in place of Atari's 40 + 80: a CartPole state is fully described by 4
+    numbers, so there is little to remember beyond a few steps, and the learner's cost grows with the
+    sequence length on a CPU; DRQN here solves CartPole with 8 burn-in + 8 learned steps. The network, learning
     rate and target period are those tuned for DRQN on CartPole (MLP 128, LSTM 128, ReLU 128 before the
     head, Adam 1e-3, discount 0.99).
     """
 
     num_actors: int = field(4, "Actor processes, each with its own environment, network copy and epsilon.")
-    sequence_length: int = field(
-        20, "Steps per replayed sequence, burn-in included (even: an actor's sequences overlap by half)."
-    )
     burn_in: int = field(10, "Leading steps of each sequence that only warm up the stored LSTM state.")
+    trace_length: int = field(9, "Transitions learned from in each sequence, after the burn-in.")
+    replay_period: int = field(
+        10, "Env steps between the starts of an actor's sequences (steps per block an actor sends)."
+    )
     lstm_size: int = field(128, "Units of the LSTM layer.")
     hidden_sizes: tuple[int, ...] = field((128,), "Hidden layer sizes of the MLP before the LSTM (classic).")
     head_hidden_sizes: tuple[int, ...] = field((128,), "ReLU layers between the LSTM and the linear Q head.")
@@ -73,7 +77,8 @@ class R2d2Config(distributed.DistributedConfig):
     def __post_init__(self):
         super().__post_init__()
         for name in (
-            "sequence_length",
+            "trace_length",
+            "replay_period",
             "lstm_size",
             "replay_capacity",
             "batch_size",
@@ -84,14 +89,11 @@ class R2d2Config(distributed.DistributedConfig):
             "value_rescaling_eps",
         ):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        require(self.burn_in >= 0, f"--burn_in must be >= 0, got {self.burn_in}")
         require(
-            self.sequence_length >= 4 and self.sequence_length % 2 == 0,
-            f"--sequence_length must be even and >= 4 (sequences overlap by half), got {self.sequence_length}",
-        )
-        require(
-            0 <= self.burn_in <= self.sequence_length - 2,
-            f"--burn_in must be in [0, --sequence_length - 2 = {self.sequence_length - 2}] to leave a "
-            f"transition to learn from, got {self.burn_in}",
+            self.replay_period <= self.sequence_length,
+            f"--replay_period={self.replay_period} is longer than a sequence (--burn_in + --trace_length + 1 "
+            f"= {self.sequence_length}): some steps would be in no sequence",
         )
         require(self.min_replay_size >= 0, f"--min_replay_size must be >= 0, got {self.min_replay_size}")
         require(
@@ -99,9 +101,9 @@ class R2d2Config(distributed.DistributedConfig):
             f"--min_replay_size={self.min_replay_size} is larger than --replay_capacity={self.replay_capacity}",
         )
         require(
-            self.batch_size * self.sequence_length // 2 <= self.replay_capacity,
+            self.batch_size * self.replay_period + self.sequence_length <= self.replay_capacity,
             f"--replay_capacity={self.replay_capacity} cannot hold --batch_size={self.batch_size} sequences "
-            f"of --sequence_length={self.sequence_length} overlapping by half",
+            f"of {self.sequence_length} steps starting every --replay_period={self.replay_period}",
         )
         for name in (
             "discount",
@@ -120,6 +122,12 @@ class R2d2Config(distributed.DistributedConfig):
         ):
             value = getattr(self, name)
             require(value >= 0.0, f"--{name} must be >= 0, got {value}")
+
+    @property
+    def sequence_length(self) -> int:
+        """T, steps per replayed sequence: the burn-in, the learned transitions and the last one's next
+        observation."""
+        return self.burn_in + self.trace_length + 1
 
 
 def build_network(config_values: dict, observation_shape, num_actions: int) -> DrqnNetwork:
@@ -149,6 +157,7 @@ def build_learner(config: R2d2Config, env: gym.Env, device: torch.device) -> dis
         config.priority_exponent,
         np.random.default_rng(rng.integers(2**63)),
         stack_size=_stack_size(shape),
+        period=config.replay_period,
     )
     learner = R2d2(
         network=network,
@@ -189,7 +198,8 @@ def build_actor(config: R2d2Config, env: gym.Env, device: torch.device, link: Le
         epsilon=exploration.apex_actor_epsilon(
             link.actor_index, config.num_actors, config.actor_epsilon, config.actor_epsilon_alpha
         ),
-        period=config.sequence_length // 2,
+        period=config.replay_period,
+        sequence_length=config.sequence_length,
         image_observations=common.is_image_observation(shape),
         rng=np.random.default_rng(seed),
         device=device,
