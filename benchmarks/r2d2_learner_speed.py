@@ -7,7 +7,7 @@ episode start; 500: a solved CartPole), so the cost of resetting the LSTM state 
     python benchmarks/r2d2_learner_speed.py --mean_episode_length=22,100,500 --steps=30
     python benchmarks/r2d2_learner_speed.py --compare --rounds=5   # one pass vs split at episode starts
 
-`--compare` times, in one process and in alternating rounds, the learner as it is (`DrqnNetwork` resets its
+`--compare` times, in one process and in alternating rounds, the learner as it is (`RecurrentQNetwork` resets its
 LSTM state in one pass, `networks.common.lstm_with_resets`) against `drqn.agent.unroll`'s path for networks
 that cannot take `first`: one LSTM call per stretch between two steps where any sequence starts an
 episode (how every R2D2 and DRQN learner step ran before).
@@ -53,7 +53,8 @@ from deep_rl_zoo.sequence_replay import SequenceBlock
 
 
 def fill(learner, config, observation_shape, num_actions, mean_episode_length, rng):
-    period = config.replay_period
+    # --baseline runs this file over older trees too, whose blocks were half a sequence
+    period = getattr(config, "replay_period", None) or config.sequence_length // 2
     num_blocks = max(config.min_replay_size, config.batch_size * period * 4) // period + 8
     for j in range(num_blocks):
         first = rng.random(period) < 1.0 / mean_episode_length
@@ -67,6 +68,7 @@ def fill(learner, config, observation_shape, num_actions, mean_episode_length, r
                 truncated=np.zeros(period, bool),
                 first=first,
                 core_state=tuple(rng.standard_normal(config.lstm_size).astype(np.float32) for _ in range(2)),
+                extras={"previous_action": rng.integers(num_actions, size=period).astype(np.int64)},
             )
         )
 

@@ -14,6 +14,7 @@ import torch
 from deep_rl_zoo import exploration, value_learning
 from deep_rl_zoo.agent57 import agent, eval_agent, run_atari, train
 from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.networks.value import RecurrentQInput, RecurrentQNetworkOutput
 from deep_rl_zoo.ngu import agent as ngu_agent
 from unit_tests.distributed_helpers import (
     TINY_SEQUENCE_RUN,
@@ -113,8 +114,8 @@ def test_a_stream_gets_gradient_only_from_its_own_loss():
     networks = train.build_networks(dataclasses.asdict(config), (2,), 3)
     steps, batch = 4, 2
     zeros = torch.zeros(steps, batch, dtype=torch.int64)
-    x = ngu_agent.NguInput(
-        torch.randn(steps, batch, 2), zeros, zeros, torch.ones(steps, batch), torch.ones(steps, batch)
+    x = RecurrentQInput(
+        torch.randn(steps, batch, 2), zeros, torch.ones(steps, batch), zeros, torch.ones(steps, batch)
     )
     q = networks.q(x, networks.q.initial_state(batch)).q_values  # [T, B, 2, A]
     q[..., 0, :].sum().backward()  # an extrinsic-only loss
@@ -136,9 +137,7 @@ def test_learner_q_loss_is_the_sum_of_the_two_streams_losses():
 
         def forward(self, x, hidden_state):
             steps, b = x.observation.shape[:2]
-            return ngu_agent.RecurrentQNetworkOutput(
-                torch.zeros(steps, b, 2, 2) + 0 * self.bias, hidden_state
-            )
+            return RecurrentQNetworkOutput(torch.zeros(steps, b, 2, 2) + 0 * self.bias, hidden_state)
 
     networks = train.ngu_train.build_novelty_modules({"num_actors": 1}, Fixed(), (2,), 2)
     learner = novelty_learner(agent.Agent57, networks, n_step=1, target_network_update_period=10)
@@ -147,7 +146,7 @@ def test_learner_q_loss_is_the_sum_of_the_two_streams_losses():
     r_e, r_i = torch.full((steps, batch), 1.0), torch.full((steps, batch), 2.0)
     j = torch.ones(steps, batch, dtype=torch.int64)
     data = ngu_agent.SequenceTensors(
-        inputs=ngu_agent.NguInput(torch.zeros(steps, batch, 2), j, zeros, r_e, r_i),
+        inputs=RecurrentQInput(torch.zeros(steps, batch, 2), zeros, r_e, j, r_i),
         action=zeros,
         extrinsic_reward=r_e,
         intrinsic_reward=r_i,

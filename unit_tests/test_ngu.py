@@ -17,7 +17,7 @@ from deep_rl_zoo import exploration, value_learning
 from deep_rl_zoo.agent57 import agent as agent57_agent
 from deep_rl_zoo.agent57 import train as agent57_train
 from deep_rl_zoo.errors import ConfigError
-from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
+from deep_rl_zoo.networks.value import RecurrentQInput, RecurrentQNetworkOutput
 from deep_rl_zoo.ngu import agent, eval_agent, run_atari, train
 from unit_tests.distributed_helpers import (
     TINY_SEQUENCE_RUN,
@@ -134,7 +134,7 @@ def _sequences(policy_index, r_e=1.0, r_i=2.0, steps=4):
     reward = torch.full((steps, batch), r_e)
     intrinsic = torch.full((steps, batch), r_i)
     zeros = torch.zeros(steps, batch, dtype=torch.int64)
-    inputs = agent.NguInput(torch.zeros(steps, batch, 2), j, zeros, reward, intrinsic)
+    inputs = RecurrentQInput(torch.zeros(steps, batch, 2), zeros, reward, j, intrinsic)
     return agent.SequenceTensors(
         inputs=inputs,
         action=zeros,

@@ -16,6 +16,7 @@ import torch
 from deep_rl_zoo import distributed, exploration, optimization, plot, value_learning
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import ConfigError, NonFiniteLossError
+from deep_rl_zoo.networks.value import RecurrentQInput
 from deep_rl_zoo.r2d2 import agent, eval_agent, run_atari, train
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, SequenceBlock
 from unit_tests.distributed_helpers import (
@@ -60,6 +61,7 @@ def _block(actor, values, first=None, state=0.0, terminated=None, truncated=None
         truncated=np.asarray(truncated if truncated is not None else [False] * length),
         first=np.asarray(first if first is not None else [False] * length),
         core_state=(np.full(3, state, np.float32), np.full(3, -state, np.float32)),
+        extras={"previous_action": (values.astype(np.int64) - 1) % 2},  # a_{k-1}, as actions are k % 2
     )
 
 
@@ -324,9 +326,19 @@ def _network(seed=0):
     return train.build_network({"hidden_sizes": (4,), "lstm_size": 3, "head_hidden_sizes": ()}, (2,), 2)
 
 
+def _inputs(observation, previous_action=None, reward=None):
+    """The network's input for observations [T, B, 2]; previous actions and rewards 0 unless given."""
+    steps, batch = observation.shape[:2]
+    return RecurrentQInput(
+        observation,
+        torch.zeros(steps, batch, dtype=torch.int64) if previous_action is None else previous_action,
+        torch.zeros(steps, batch) if reward is None else reward,
+    )
+
+
 def test_burn_in_starts_from_the_stored_state_and_gets_no_gradient():
     network, target = _network(0), _network(1)
-    observation = torch.arange(12, dtype=torch.float32).reshape(6, 1, 2) / 10  # [T = 6, B = 1, 2]
+    observation = _inputs(torch.arange(12, dtype=torch.float32).reshape(6, 1, 2) / 10)  # [T = 6, B = 1, 2]
     first = torch.zeros(6, 1, dtype=torch.bool)
     stored = (torch.full((1, 1, 3), 0.5), torch.full((1, 1, 3), -0.5))
     q_online, q_target = agent.sequence_q_values(network, target, observation, first, stored, burn_in=2)
@@ -340,8 +352,8 @@ def test_burn_in_starts_from_the_stored_state_and_gets_no_gradient():
     from_zero, _ = agent.sequence_q_values(network, target, observation, first, zero_state, burn_in=2)
     assert not torch.allclose(from_zero, q_online)  # the stored state matters
     # No gradient through the burn-in: d q_online / d (burn-in observations) is zero.
-    x = observation.clone().requires_grad_(True)
-    q, _ = agent.sequence_q_values(network, target, x, first, stored, burn_in=2)
+    x = observation.observation.clone().requires_grad_(True)
+    q, _ = agent.sequence_q_values(network, target, _inputs(x), first, stored, burn_in=2)
     q.sum().backward()
     assert x.grad[:2].abs().sum().item() == 0.0 and x.grad[2:].abs().sum().item() > 0.0
 
@@ -399,7 +411,11 @@ def test_priorities_are_the_mix_of_max_and_mean_td_of_each_replayed_sequence():
     state = replay.rng.bit_generator.state
     batch = replay.sample(2, 0.6)
     replay.rng.bit_generator.state = state
-    o = torch.as_tensor(batch.observation)
+    o = _inputs(
+        torch.as_tensor(batch.observation),
+        torch.as_tensor(batch.extras["previous_action"]),
+        torch.as_tensor(batch.reward),
+    )
     f = torch.as_tensor(batch.first)
     stored = tuple(torch.as_tensor(x)[None] for x in batch.core_state)
     q_online, q_target = agent.sequence_q_values(learner.network, learner.target_network, o, f, stored, 1)
@@ -466,8 +482,13 @@ def test_actor_sends_blocks_with_the_state_before_their_sequences_first_step():
     np.testing.assert_array_equal(first_block.core_state[0], np.zeros(3))  # before o_0: zero
     with torch.no_grad():
         # The second block completes the sequence o_1 o_2 o_3 (T = 3): the state before o_1, after o_0.
-        state = network(torch.tensor(o[:1])[:, None], network.initial_state(1)).hidden_state
-        greedy = network(torch.tensor(o[:2])[:, None], network.initial_state(1)).q_values[:, 0].argmax(-1)
+        state = network(_inputs(torch.tensor(o[:1])[:, None]), network.initial_state(1)).hidden_state
+        # o_1 read with the previous action a_0 and the reward 1 received on arriving in it
+        a_0 = network(_inputs(torch.tensor(o[:1])[:, None]), network.initial_state(1)).q_values[0, 0].argmax()
+        inputs = _inputs(
+            torch.tensor(o[:2])[:, None], torch.tensor([[0], [a_0]]), torch.tensor([[0.0], [1.0]])
+        )
+        greedy = network(inputs, network.initial_state(1)).q_values[:, 0].argmax(-1)
     np.testing.assert_allclose(second_block.core_state[0], state[0][0, 0].numpy(), rtol=1e-6)
     np.testing.assert_allclose(second_block.core_state[1], state[1][0, 0].numpy(), rtol=1e-6)
     np.testing.assert_array_equal(first_block.action, greedy.numpy())
@@ -476,6 +497,38 @@ def test_actor_sends_blocks_with_the_state_before_their_sequences_first_step():
     assert first_block.actor_index == 1
     assert link.statistics == [{"epsilon": 0.0}] * 2  # sent with each block, logged as actor_1/epsilon
     np.testing.assert_allclose(second_block.reward, [1.0, 0.0])
+    # a_{k-1} with each step: 0 at an episode's start; o_2 follows a_1; o_3 starts an episode.
+    assert first_block.extras["previous_action"].tolist() == [0, first_block.action[0]]
+    assert second_block.extras["previous_action"].tolist() == [first_block.action[1], 0]
+
+
+def test_the_network_reads_the_previous_action_and_reward():
+    # R2D2's LSTM input: 4 torso features + one-hot a_{t-1} (2 actions) + r_t = 7.
+    network = _network(0)
+    assert network.lstm.input_size == 4 + 2 + 1
+    o = torch.tensor([[[0.1, 0.2]]])  # [T = 1, B = 1, 2]
+    state = network.initial_state(1)
+    base = network(_inputs(o), state).q_values
+    other_action = network(_inputs(o, previous_action=torch.tensor([[1]])), state).q_values
+    other_reward = network(_inputs(o, reward=torch.tensor([[1.0]])), state).q_values
+    assert not torch.allclose(base, other_action) and not torch.allclose(base, other_reward)
+
+
+def test_evaluation_actor_feeds_the_network_what_the_actors_do():
+    """The greedy evaluation reads a_{t-1} and r_t too: after o_0 o_1 o_2 its LSTM state is the network's
+    over them with the actions it took and the rewards it got (not with zeros in their place)."""
+    network = _network(3)
+    actor = train.evaluation_actor(network, 2, 0.0, np.random.default_rng(0), torch.device("cpu"))
+    o = torch.tensor([[0.1, 0.2], [0.9, -0.4], [-0.5, 0.3]])
+    a_0 = actor.step(timestep(o[0].tolist(), first=True))
+    a_1 = actor.step(timestep(o[1].tolist(), reward=2.0))
+    actor.step(timestep(o[2].tolist(), reward=-3.0))
+    with torch.no_grad():
+        inputs = _inputs(o[:, None], torch.tensor([[0], [a_0], [a_1]]), torch.tensor([[0.0], [2.0], [-3.0]]))
+        h, _ = network(inputs, network.initial_state(1)).hidden_state
+        h_without, _ = network(_inputs(o[:, None]), network.initial_state(1)).hidden_state
+    torch.testing.assert_close(actor._state[0], h)
+    assert not torch.allclose(h, h_without, atol=1e-4)
 
 
 def test_atari_sequences_replay_exactly_the_stacks_the_actor_saw():

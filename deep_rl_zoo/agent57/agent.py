@@ -39,10 +39,9 @@ import torch
 from torch import nn
 
 from deep_rl_zoo import exploration, multistep, value_learning
-from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
+from deep_rl_zoo.networks.value import RecurrentQInput, RecurrentQNetworkOutput
 from deep_rl_zoo.ngu.agent import (
     Ngu,
-    NguInput,
     NguQNetwork,
     RetraceSettings,
     SequenceTensors,
@@ -92,7 +91,7 @@ class Agent57QNetworks(nn.Module):
         return torch.cat([e[0], i[0]], -1), torch.cat([e[1], i[1]], -1)
 
     def forward(
-        self, x: NguInput, hidden_state: tuple[torch.Tensor, torch.Tensor]
+        self, x: RecurrentQInput, hidden_state: tuple[torch.Tensor, torch.Tensor]
     ) -> RecurrentQNetworkOutput:
         size = self.extrinsic.lstm.hidden_size
         h, c = hidden_state

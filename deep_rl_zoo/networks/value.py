@@ -1,9 +1,11 @@
 """Q-networks: an MLP for vector observations and the Nature CNN for Atari."""
 
+import dataclasses
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from deep_rl_zoo.networks import common
@@ -197,6 +199,103 @@ class DrqnNetwork(nn.Module):
         else:
             outputs, hidden_state = common.lstm_with_resets(self.lstm, features, hidden_state, first)
         return RecurrentQNetworkOutput(q_values=self.head(self.post_lstm(outputs)), hidden_state=hidden_state)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecurrentQInput:
+    """What R2D2's, NGU's and Agent57's recurrent Q-network reads at each step, time-major [T, B, ...].
+    Slices like a tensor (along time and batch), so `drqn.agent.unroll` and `r2d2.agent.sequence_q_values`
+    handle it as an observation."""
+
+    observation: torch.Tensor  # [T, B, ...] o_t
+    previous_action: torch.Tensor  # [T, B] int64 a_{t-1} (0 at an episode's start)
+    previous_reward: torch.Tensor  # [T, B] float r_t (NGU: the extrinsic r^e_t), received on arriving in o_t
+    policy_index: torch.Tensor | None = None  # [T, B] int64 j (NGU, Agent57)
+    previous_intrinsic_reward: torch.Tensor | None = None  # [T, B] float r^i_t, the novelty of o_t (NGU)
+
+    def __getitem__(self, index) -> "RecurrentQInput":
+        return RecurrentQInput(
+            *(
+                None if (value := getattr(self, f.name)) is None else value[index]
+                for f in dataclasses.fields(self)
+            )
+        )
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.observation.shape
+
+
+class RecurrentQNetwork(nn.Module):
+    """R2D2's recurrent Q-network (Kapturowski et al. 2019), shared with NGU and Agent57: torso (MLP, or
+    the Nature CNN on Atari), then an LSTM over the torso's features with the one-hot previous action and
+    the previous reward, then ReLU layers and a linear Q head. With `num_policies` > 0 (NGU, Badia et al.
+    2020) the LSTM also reads the one-hot policy index j and the previous intrinsic reward.
+
+    LSTM input, in this order: [features, one-hot j (NGU), one-hot a_{t-1}, r_t, r^i_t (NGU)].
+    Inputs are `RecurrentQInput`s; `first` [T, B] zeroes the state before an episode's first step.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        num_actions: int,
+        hidden_sizes: Sequence[int] = (128,),
+        lstm_size: int = 128,
+        head_hidden_sizes: Sequence[int] = (128,),
+        num_policies: int = 0,
+    ):
+        super().__init__()
+        self.num_actions = num_actions
+        self.num_policies = num_policies
+        self._image = common.is_image_observation(observation_shape)
+        if self._image:
+            self.torso = common.NatureCnnTorso(observation_shape)
+            size = self.torso.output_size
+        else:
+            self.torso = common.mlp(int(observation_shape[0]), hidden_sizes)
+            size = hidden_sizes[-1]
+        policy_inputs = num_policies + 1 if num_policies else 0  # one-hot j and r^i
+        self.lstm = nn.LSTM(size + num_actions + 1 + policy_inputs, lstm_size)
+        self.post_lstm = common.mlp(lstm_size, head_hidden_sizes)
+        self.head = nn.Linear(head_hidden_sizes[-1] if head_hidden_sizes else lstm_size, num_actions)
+
+    def initial_state(
+        self, batch_size: int, device: torch.device | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The all-zero LSTM state of an episode's start, (h, c) each [1, B, H]."""
+        zeros = torch.zeros(1, batch_size, self.lstm.hidden_size, device=device)
+        return zeros, zeros.clone()
+
+    def forward(
+        self,
+        x: RecurrentQInput,
+        hidden_state: tuple[torch.Tensor, torch.Tensor],
+        first: torch.Tensor | None = None,
+    ) -> RecurrentQNetworkOutput:
+        if (x.policy_index is None) != (self.num_policies == 0):
+            raise ValueError(
+                f"a network of {self.num_policies} policies needs a policy index exactly when it has policies"
+            )
+        num_steps, batch_size = x.observation.shape[:2]
+        observation = x.observation.flatten(0, 1)
+        features = self.torso(observation if self._image else observation.float())
+        features = features.view(num_steps, batch_size, -1)
+        parts = [features]
+        if self.num_policies:
+            parts.append(F.one_hot(x.policy_index, self.num_policies).to(features.dtype))
+        parts += [
+            F.one_hot(x.previous_action, self.num_actions).to(features.dtype),
+            x.previous_reward.to(features.dtype)[..., None],
+        ]
+        if self.num_policies:
+            parts.append(x.previous_intrinsic_reward.to(features.dtype)[..., None])
+        inputs = torch.cat(parts, dim=-1)
+        if first is None:
+            outputs, hidden_state = self.lstm(inputs, hidden_state)
+        else:
+            outputs, hidden_state = common.lstm_with_resets(self.lstm, inputs, hidden_state, first)
+        return RecurrentQNetworkOutput(self.head(self.post_lstm(outputs)), hidden_state)
 
 
 # --- Dueling, noisy and categorical (C51 / Rainbow) networks -------------------------------------------

@@ -15,8 +15,9 @@ it computes the intrinsic reward of the observation it arrives in:
             lifelong_novelty_factor`), clipped to [1, L = 5]
     r^i_t = r_ep * alpha
 
-The recurrent Q-network (`NguQNetwork`) reads o_t with the one-hot j, the one-hot previous action, and
-the previous extrinsic and intrinsic rewards. The learner replays sequences as R2D2 does (stored LSTM
+The recurrent Q-network (`NguQNetwork`: R2D2's `networks.value.RecurrentQNetwork` with policy inputs)
+reads o_t with the one-hot j, the one-hot previous action, and the previous extrinsic and intrinsic
+rewards. The learner replays sequences as R2D2 does (stored LSTM
 state, burn-in, priorities 0.9 max + 0.1 mean |td|, target network) with the reward and discount of
 each sequence's own policy:
 
@@ -55,7 +56,6 @@ Changed, and why:
   (Retrace 0.95, no importance weights, target copy every 1,500 steps, Adam epsilon 1e-4).
 """
 
-import dataclasses
 import math
 from typing import NamedTuple
 
@@ -66,9 +66,8 @@ from torch import nn
 
 from deep_rl_zoo import exploration, multistep, optimization, value_learning
 from deep_rl_zoo.errors import ConfigError
-from deep_rl_zoo.networks import common
 from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule, RandomNetworkDistillation
-from deep_rl_zoo.networks.value import RecurrentQNetworkOutput
+from deep_rl_zoo.networks.value import RecurrentQInput, RecurrentQNetwork
 from deep_rl_zoo.normalizers import ObservationNormalizer
 from deep_rl_zoo.r2d2.agent import R2d2, R2d2Extra, r2d2_td_errors, sequence_q_values
 from deep_rl_zoo.sequence_replay import (
@@ -83,29 +82,9 @@ from deep_rl_zoo.types_ import TimeStep
 # Networks
 
 
-@dataclasses.dataclass(frozen=True)
-class NguInput:
-    """What NGU's Q-network reads at each step, time-major [T, B, ...]. Slices like a tensor (along time
-    and batch), so `drqn.agent.unroll` and `r2d2.agent.sequence_q_values` handle it as an observation."""
-
-    observation: torch.Tensor  # [T, B, ...] o_t
-    policy_index: torch.Tensor  # [T, B] int64 j
-    previous_action: torch.Tensor  # [T, B] int64 a_{t-1} (0 at an episode's start)
-    previous_extrinsic_reward: torch.Tensor  # [T, B] float r^e_t, received on arriving in o_t
-    previous_intrinsic_reward: torch.Tensor  # [T, B] float r^i_t, the novelty of o_t
-
-    def __getitem__(self, index) -> "NguInput":
-        return NguInput(*(getattr(self, f.name)[index] for f in dataclasses.fields(self)))
-
-    @property
-    def shape(self) -> torch.Size:
-        return self.observation.shape
-
-
-class NguQNetwork(nn.Module):
-    """Torso (MLP, or the Nature CNN on Atari), then an LSTM over the torso's features with the one-hot
-    policy index, the one-hot previous action and the two previous rewards, then ReLU layers and a
-    linear Q head. Outputs are h(Q)."""
+class NguQNetwork(RecurrentQNetwork):
+    """R2D2's recurrent Q-network (`networks.value.RecurrentQNetwork`) with NGU's policy inputs: the LSTM
+    also reads the one-hot policy index j and the previous intrinsic reward. Outputs are h(Q)."""
 
     def __init__(
         self,
@@ -116,42 +95,11 @@ class NguQNetwork(nn.Module):
         lstm_size: int = 128,
         head_hidden_sizes=(128,),
     ):
-        super().__init__()
-        self.num_actions = num_actions
-        self.num_policies = num_policies
-        self._image = common.is_image_observation(observation_shape)
-        if self._image:
-            self.torso = common.NatureCnnTorso(observation_shape)
-            size = self.torso.output_size
-        else:
-            self.torso = common.mlp(int(observation_shape[0]), hidden_sizes)
-            size = hidden_sizes[-1]
-        self.lstm = nn.LSTM(size + num_policies + num_actions + 2, lstm_size)
-        self.post_lstm = common.mlp(lstm_size, head_hidden_sizes)
-        self.head = nn.Linear(head_hidden_sizes[-1] if head_hidden_sizes else lstm_size, num_actions)
-
-    def initial_state(self, batch_size: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        zeros = torch.zeros(1, batch_size, self.lstm.hidden_size, device=device)
-        return zeros, zeros.clone()
-
-    def forward(
-        self, x: NguInput, hidden_state: tuple[torch.Tensor, torch.Tensor]
-    ) -> RecurrentQNetworkOutput:
-        num_steps, batch_size = x.observation.shape[:2]
-        observation = x.observation.flatten(0, 1)
-        features = self.torso(observation if self._image else observation.float())
-        inputs = torch.cat(
-            [
-                features.view(num_steps, batch_size, -1),
-                F.one_hot(x.policy_index, self.num_policies).to(features.dtype),
-                F.one_hot(x.previous_action, self.num_actions).to(features.dtype),
-                x.previous_extrinsic_reward.to(features.dtype)[..., None],
-                x.previous_intrinsic_reward.to(features.dtype)[..., None],
-            ],
-            dim=-1,
+        if num_policies < 1:
+            raise ValueError(f"num_policies must be >= 1, got {num_policies}")
+        super().__init__(
+            observation_shape, num_actions, hidden_sizes, lstm_size, head_hidden_sizes, num_policies
         )
-        outputs, hidden_state = self.lstm(inputs, hidden_state)
-        return RecurrentQNetworkOutput(self.head(self.post_lstm(outputs)), hidden_state)
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """One network, clipped on its own (`NguNetworks.trained_parameter_groups`)."""
@@ -419,12 +367,12 @@ class NguActor:
         action = 0  # the action after an episode's last step is never taken nor learned from
         behaviour_probability = 1.0
         if not timestep.last:
-            x = NguInput(
-                observation[None],
-                torch.tensor([[self._policy_index]], device=self._device),
-                torch.tensor([[self._previous_action]], device=self._device),
-                torch.tensor([[float(timestep.reward)]], device=self._device),
-                torch.tensor([[intrinsic]], device=self._device),
+            x = RecurrentQInput(
+                observation=observation[None],
+                previous_action=torch.tensor([[self._previous_action]], device=self._device),
+                previous_reward=torch.tensor([[float(timestep.reward)]], device=self._device),
+                policy_index=torch.tensor([[self._policy_index]], device=self._device),
+                previous_intrinsic_reward=torch.tensor([[intrinsic]], device=self._device),
             )
             output = self._networks.q(x, self._state)
             self._state = output.hidden_state
@@ -519,7 +467,7 @@ class NguMessage(NamedTuple):
 class SequenceTensors(NamedTuple):
     """A replayed batch as tensors on the learner's device."""
 
-    inputs: NguInput  # [T, B, ...]
+    inputs: RecurrentQInput  # [T, B, ...]
     action: torch.Tensor  # [T, B] int64
     extrinsic_reward: torch.Tensor  # [T, B]
     intrinsic_reward: torch.Tensor  # [T, B]
@@ -540,8 +488,12 @@ def sequence_tensors(batch: ReplayedSequences, device: torch.device) -> Sequence
     intrinsic = to(extras["intrinsic_reward"], torch.float32)
     policy_index = to(extras["policy_index"], torch.int64)
     return SequenceTensors(
-        inputs=NguInput(
-            to(batch.observation), policy_index, to(extras["previous_action"], torch.int64), reward, intrinsic
+        inputs=RecurrentQInput(
+            observation=to(batch.observation),
+            previous_action=to(extras["previous_action"], torch.int64),
+            previous_reward=reward,
+            policy_index=policy_index,
+            previous_intrinsic_reward=intrinsic,
         ),
         action=to(batch.action, torch.int64),
         extrinsic_reward=reward,

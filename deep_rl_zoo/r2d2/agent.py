@@ -29,8 +29,11 @@ two sequences):
   actors computed a first priority themselves, which costs each actor a second network here);
 - the target network is a copy of the online one every `target_network_update_period` gradient steps.
 
-Differences from the paper: the LSTM reads the torso's features only (the paper's, as Acme's, also reads the previous action one-hot and the previous reward;
-NGU's network here does). On purpose: sequences may cross an episode's end (the paper pads them
+The network (`networks.value.RecurrentQNetwork`, shared with NGU and Agent57) reads each o_k with the
+one-hot previous action a_{k-1} (stored with each step) and the reward r_k received on arriving in o_k,
+as the paper's LSTM does.
+
+Differences from the paper, on purpose: sequences may cross an episode's end (the paper pads them
 instead); the LSTM state is zeroed at the new episode's first step and the transition into it is
 masked, so nothing is learned across the boundary. The head is a ReLU layer and a plain Q layer where
 the paper has a dueling head. Importance-sampling weights (exponent 0.6) are applied: the paper's
@@ -49,7 +52,7 @@ from torch import nn
 
 from deep_rl_zoo import multistep, optimization, value_learning
 from deep_rl_zoo.drqn.agent import unroll
-from deep_rl_zoo.networks.value import DrqnNetwork
+from deep_rl_zoo.networks.value import RecurrentQInput, RecurrentQNetwork
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay, SequenceBlock, SequenceStartStates
 from deep_rl_zoo.types_ import TimeStep
@@ -106,8 +109,8 @@ def r2d2_td_errors(
 
 
 def sequence_q_values(
-    network: DrqnNetwork,
-    target_network: DrqnNetwork,
+    network: RecurrentQNetwork,
+    target_network: RecurrentQNetwork,
     observation: torch.Tensor,
     first: torch.Tensor,
     stored_state: tuple[torch.Tensor, torch.Tensor],
@@ -138,20 +141,24 @@ class R2d2Actor:
     """Acts epsilon-greedily with its copy of the Q-network (its epsilon fixed for the whole run),
     carrying the LSTM state through the episodes, and sends every `period` env steps a block of them.
 
-    The LSTM state is zeroed at every `first` timestep. The state sent with a block is the one before
-    the first observation of the sequence the block completes (its last `sequence_length` steps) was
-    read: zero when that observation starts an episode, or before the actor's T-th step.
+    The network reads each observation with the previous action (0 at an episode's start) and the reward
+    received on arriving in it; the previous action goes with each step to the replay as an extra. The
+    LSTM state is zeroed at every `first` timestep. The state sent with a block is the one before the
+    first observation of the sequence the block completes (its last `sequence_length` steps) was read:
+    zero when that observation starts an episode, or before the actor's T-th step.
+
+    Without a link it is the evaluation actor (it records and sends nothing).
     """
 
     def __init__(
         self,
         *,
-        network: DrqnNetwork,
-        link: LearnerLink,
+        network: RecurrentQNetwork,
+        link: LearnerLink | None,
         num_actions: int,
         epsilon: float,
-        period: int,
-        sequence_length: int,
+        period: int = 1,
+        sequence_length: int = 1,
         image_observations: bool,
         rng: np.random.Generator,
         device: torch.device,
@@ -160,7 +167,7 @@ class R2d2Actor:
         """
         Args:
           network: the actor's copy of the learner's network (the link copies parameters into it).
-          link: the actor's `LearnerLink` (send, pull_parameters, actor_index).
+          link: the actor's `LearnerLink` (send, pull_parameters, actor_index); None: evaluation.
           epsilon: probability of a uniformly random action.
           period: env steps per block sent (the replay period).
           sequence_length: T, steps per replayed sequence: a block carries the state from T steps back.
@@ -178,38 +185,47 @@ class R2d2Actor:
         self._state = network.initial_state(1, device)
         self._start_states = SequenceStartStates(sequence_length)
         self._records: list[tuple] = []
+        self._previous_action = 0
 
     @torch.inference_mode()
     def step(self, timestep: TimeStep) -> int:
         if timestep.first:
             self._state = self._network.initial_state(1, self._device)
+            self._previous_action = 0
         self._start_states.record(self._state)
         action = 0  # the action after an episode's last step is never taken nor learned from
         if not timestep.last:
-            x = torch.as_tensor(timestep.observation, device=self._device)[None, None]  # [T=1, B=1, ...]
+            x = RecurrentQInput(  # each [T=1, B=1, ...]
+                observation=torch.as_tensor(timestep.observation, device=self._device)[None, None],
+                previous_action=torch.tensor([[self._previous_action]], device=self._device),
+                previous_reward=torch.tensor([[float(timestep.reward)]], device=self._device),
+            )
             output = self._network(x, self._state)
             self._state = output.hidden_state
             if self._rng.random() < self._epsilon:
                 action = int(self._rng.integers(self._num_actions))
             else:
                 action = int(output.q_values[0, 0].argmax().item())
-        observation = np.asarray(timestep.observation)
-        self._records.append(
-            (
-                observation[-1] if self._image else observation,
-                action,
-                timestep.reward,
-                timestep.terminated,
-                timestep.truncated,
-                timestep.first,
+        if self._link is not None:
+            observation = np.asarray(timestep.observation)
+            self._records.append(
+                (
+                    observation[-1] if self._image else observation,
+                    action,
+                    timestep.reward,
+                    timestep.terminated,
+                    timestep.truncated,
+                    timestep.first,
+                    self._previous_action,
+                )
             )
-        )
-        if len(self._records) == self._period:
-            self._send()
+            if len(self._records) == self._period:
+                self._send()
+        self._previous_action = action
         return action
 
     def _send(self) -> None:
-        observation, action, reward, terminated, truncated, first = zip(*self._records, strict=True)
+        observation, action, reward, terminated, truncated, first, previous = zip(*self._records, strict=True)
         block = SequenceBlock(
             actor_index=self._link.actor_index,
             observation=np.stack(observation),
@@ -219,6 +235,7 @@ class R2d2Actor:
             truncated=np.asarray(truncated, bool),
             first=np.asarray(first, bool),
             core_state=self._start_states.sequence_start(),
+            extras={"previous_action": np.asarray(previous, np.int64)},
         )
         self._records = []
         self._link.send(block, self.statistics)  # logged under actor_<i>/ for the first 8 actors
@@ -248,7 +265,7 @@ class R2d2:
     def __init__(
         self,
         *,
-        network: DrqnNetwork,
+        network: RecurrentQNetwork,
         optimizer: torch.optim.Optimizer,
         replay: PrioritizedSequenceReplay,
         burn_in: int,
@@ -310,11 +327,11 @@ class R2d2:
         return self._network
 
     @property
-    def network(self) -> DrqnNetwork:
+    def network(self) -> RecurrentQNetwork:
         return self._network
 
     @property
-    def target_network(self) -> DrqnNetwork:
+    def target_network(self) -> RecurrentQNetwork:
         return self._target_network
 
     @property
@@ -343,7 +360,12 @@ class R2d2:
         def to(x, dtype=None):
             return torch.as_tensor(x, device=self._device, dtype=dtype)
 
-        observation, first = to(batch.observation), to(batch.first, torch.bool)
+        first = to(batch.first, torch.bool)
+        observation = RecurrentQInput(
+            observation=to(batch.observation),
+            previous_action=to(batch.extras["previous_action"], torch.int64),
+            previous_reward=to(batch.reward, torch.float32),
+        )
         stored_state = tuple(to(x, torch.float32)[None] for x in batch.core_state)  # each [1, B, H]
         b = self._burn_in
         q_online, q_target = sequence_q_values(

@@ -8,11 +8,10 @@ import numpy as np
 
 from deep_rl_zoo import evaluation
 from deep_rl_zoo.config import QEvalConfig, field, run_script
-from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.r2d2.agent import R2d2
-from deep_rl_zoo.r2d2.train import build_network
+from deep_rl_zoo.r2d2.train import build_network, evaluation_actor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +34,7 @@ def main(config: R2d2EvalConfig) -> list[float]:
         network.to(device).eval()
         epsilon = evaluation.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)
-        return RecurrentEpsilonGreedyActor(network, num_actions, epsilon, rng, device, R2d2.agent_name)
+        return evaluation_actor(network, num_actions, epsilon, rng, device)
 
     return evaluation.evaluate(
         config, R2d2.agent_name, build_actor, wrap_env=obscuring_wrapper(config.obscure_probability)

@@ -4,11 +4,11 @@ Defaults follow Kapturowski et al. 2019 (section 2.3 and the appendix's table): 
 life-loss terminal, no reward clipping (the value rescaling h takes its place), episodes cut at 30
 minutes (27,000 env steps), 5-step double-Q targets, discount 0.997, Adam lr 1e-4 eps 1e-3, batches
 of 64 sequences, a target copy every 2500 gradient steps, priority exponent 0.9, importance-sampling
-exponent 0.6, Nature CNN + LSTM 512, sequences of a 40-step burn-in then 80 learned transitions (121
-observations), a new one every 40 steps of an actor (so each transition is learned in two sequences).
+exponent 0.6, Nature CNN + LSTM 512 reading the previous action and reward too, sequences of a 40-step
+burn-in then 80 learned transitions (121 observations), a new one every 40 steps of an actor (so each
+transition is learned in two sequences).
 
-Changed here: the LSTM reads the torso's features only, not also the previous action and reward. A
-replay of 1M env steps (the paper's 4M frames take 28 GB; 1M take 7.2 GB here, see
+Changed here: a replay of 1M env steps (the paper's 4M frames take 28 GB; 1M take 7.2 GB here, see
 benchmarks/README.md), 16 actors rather than 256, a gradient step every 200 env steps received (the
 paper's learner managed 5 steps per second against 256 actors, one per ~13,000 env steps, which
 leaves a workstation-sized run almost without learning), and a ReLU layer of 512 before a plain Q

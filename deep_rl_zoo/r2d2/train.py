@@ -8,11 +8,10 @@ import torch
 
 from deep_rl_zoo import distributed, exploration, optimization
 from deep_rl_zoo.config import field
-from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor
 from deep_rl_zoo.drqn.obscured import obscuring_wrapper
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.networks import common
-from deep_rl_zoo.networks.value import DrqnNetwork
+from deep_rl_zoo.networks.value import RecurrentQNetwork
 from deep_rl_zoo.r2d2.agent import R2d2, R2d2Actor
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.sequence_replay import PrioritizedSequenceReplay
@@ -30,8 +29,7 @@ class R2d2Config(distributed.DistributedConfig):
     fixed number of gradient steps. Sequences are --burn_in steps, then --trace_length learned
     transitions, then the last transition's next observation (T = burn_in + trace_length + 1 steps), a new
     one every --replay_period steps of an actor (Atari: the paper's 40 + 80 + 1, a new one every 40, so
-    each transition is learned in two sequences). Not the paper's: the LSTM does not read the previous
-    action and reward (`r2d2.agent`).
+    each transition is learned in two sequences). The LSTM reads the previous action and reward.
 
     Classic control: burn-in 10, 9 learned transitions, a new sequence every 10 env steps (T = 20, so
     adjacent sequences overlap by half and each transition is learned in one sequence; one in 10, the
@@ -130,9 +128,9 @@ class R2d2Config(distributed.DistributedConfig):
         return self.burn_in + self.trace_length + 1
 
 
-def build_network(config_values: dict, observation_shape, num_actions: int) -> DrqnNetwork:
+def build_network(config_values: dict, observation_shape, num_actions: int) -> RecurrentQNetwork:
     """The network a config (as saved in a checkpoint: a dict) describes; shared with eval_agent."""
-    return DrqnNetwork(
+    return RecurrentQNetwork(
         observation_shape,
         num_actions,
         tuple(config_values.get("hidden_sizes", R2d2Config.hidden_sizes)),
@@ -176,15 +174,35 @@ def build_learner(config: R2d2Config, env: gym.Env, device: torch.device) -> dis
         max_grad_norm=config.max_grad_norm,
         device=device,
     )
-    eval_actor = RecurrentEpsilonGreedyActor(
+    eval_actor = evaluation_actor(
         network,
         num_actions,
         config.eval_exploration_epsilon,
         np.random.default_rng(rng.integers(2**63)),
         device,
-        R2d2.agent_name,
     )
     return distributed.DistributedAgents(learner, eval_actor)
+
+
+def evaluation_actor(
+    network: RecurrentQNetwork,
+    num_actions: int,
+    epsilon: float,
+    rng: np.random.Generator,
+    device: torch.device,
+) -> R2d2Actor:
+    """Plays (epsilon-)greedily with `network`, feeding it the previous action and reward as the actors
+    do, and sends nothing; used by the training run's evaluation and by eval_agent."""
+    return R2d2Actor(
+        network=network,
+        link=None,
+        num_actions=num_actions,
+        epsilon=epsilon,
+        image_observations=False,
+        rng=rng,
+        device=device,
+        agent_name=R2d2.agent_name,
+    )
 
 
 def build_actor(config: R2d2Config, env: gym.Env, device: torch.device, link: LearnerLink, seed: int):
