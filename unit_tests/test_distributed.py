@@ -601,6 +601,20 @@ def test_actors_killed_at_random_moments_mid_send_included_are_replaced_and_the_
 
 
 @pytest.mark.slow
+def test_an_actor_that_dies_after_the_last_message_is_still_reported(capsys):
+    runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
+    with runtime:
+        runtime.get()
+        victim = runtime.processes[1]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=30)  # dead, and the learner asks for nothing more: the run's last moments
+    out = capsys.readouterr().out
+    assert "actor 1 was killed by signal SIGKILL as the run ended; not restarted" in out
+    assert "actor 0" not in out
+    assert len(runtime.started_pids) == 2  # nothing was restarted after the end
+
+
+@pytest.mark.slow
 def test_past_max_actor_restarts_the_run_stops_within_seconds_naming_the_actor():
     runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
     with pytest.raises(ActorError, match=r"actor 1 was killed by signal SIGKILL; no restarts left \(1 of"):

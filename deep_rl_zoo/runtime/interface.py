@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Protocol
 import gymnasium as gym
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from deep_rl_zoo import trackers
 from deep_rl_zoo.main_loop import run_env_loop, run_vector_env_loop
@@ -51,6 +52,12 @@ class ActorRestart(NamedTuple):
     how: str  # how it ended: "was killed by signal SIGKILL", "failed: RuntimeError: ..."
     restart_count: int  # restarts of the whole run so far, this one included
     seed: int  # the new actor's seed
+
+
+def report_death_at_close(actor_index: int, how: str) -> None:
+    """Says on the console that an actor died after the learner's last message, too late to be replaced
+    (a run's last moments, or a stop): the same words as a restart, so no death goes unreported."""
+    tqdm.write(f"actor {actor_index} {how} as the run ended; not restarted")
 
 
 class StopActor(Exception):
@@ -141,7 +148,8 @@ class ActorRuntime(Protocol):
         """Restarts since the previous call (for the console and TensorBoard)."""
 
     def close(self) -> None:
-        """Stops every actor (ask, wait, then kill). Idempotent."""
+        """Stops every actor (ask, wait, then kill). Idempotent. An actor found dead that was never
+        replaced (it died after the learner's last `get`) is reported first (`report_death_at_close`)."""
 
 
 class ActorLinkBase(abc.ABC):

@@ -47,6 +47,7 @@ from deep_rl_zoo.runtime.interface import (
     ActorMessage,
     ActorRestart,
     StopActor,
+    report_death_at_close,
     run_actor,
 )
 
@@ -438,19 +439,7 @@ class LocalActorRuntime:
         """The actor in slot `index` has exited: keep what it sent whole, then start its replacement
         or, with no restarts left, stop the run naming it."""
         slot = self._slots[index]
-        slot.process.join(timeout=WAIT_SLICE_S)
-        self._read(index)  # messages it finished before dying are good data; a torn tail is dropped
-        self.torn_messages += int(slot.reader.torn_bytes > 0)
-        if slot.failure is not None:
-            print(f"actor {index} failed:\n{slot.failure.traceback}", file=sys.stderr)
-            how = f"failed: {slot.failure.error}"
-        else:
-            code = slot.process.exitcode
-            how = (
-                f"was killed by signal {signal.Signals(-code).name}"
-                if code is not None and code < 0
-                else f"exited with code {code}"
-            )
+        how = self._how_it_ended(index)
         slot.messages.close()
         slot.wake.close()
         if self._restart_count >= self._max_actor_restarts:
@@ -467,6 +456,21 @@ class LocalActorRuntime:
             )
         )
 
+    def _how_it_ended(self, index: int) -> str:
+        """How the exited actor in slot `index` ended ("was killed by signal SIGKILL", "failed: ..."),
+        after keeping the messages it finished before dying (good data; a torn tail is dropped)."""
+        slot = self._slots[index]
+        slot.process.join(timeout=WAIT_SLICE_S)
+        self._read(index)
+        self.torn_messages += int(slot.reader.torn_bytes > 0)
+        if slot.failure is not None:
+            print(f"actor {index} failed:\n{slot.failure.traceback}", file=sys.stderr)
+            return f"failed: {slot.failure.error}"
+        code = slot.process.exitcode
+        if code is not None and code < 0:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        return f"exited with code {code}"
+
     # --- stopping ---
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -474,6 +478,10 @@ class LocalActorRuntime:
         if self._closed:
             return
         self._closed = True
+        for index, slot in enumerate(self._slots):
+            # An actor that died after the learner's last `get` was never replaced: still say so.
+            if slot is not None and slot.process.exitcode is not None:
+                report_death_at_close(index, self._how_it_ended(index))
         slots = [slot for slot in self._slots if slot is not None]
         for slot in slots:
             slot.wake.close()  # the actors read EOF: stop

@@ -33,10 +33,12 @@ from deep_rl_zoo.runtime.interface import (
     ActorMessage,
     ActorRestart,
     StopActor,
+    report_death_at_close,
     run_actor,
 )
 
 _START_TIMEOUT_S = 120  # Ray may need to start a worker process (and import torch) first
+_CLOSE_CHECK_S = 2 * WAIT_SLICE_S  # a live actor answers next_message within WAIT_SLICE_S
 INSTALL_HINT = "--backend=ray needs Ray, an optional extra: pip install -e '.[ray]'"
 
 
@@ -89,7 +91,10 @@ class _ActorBody:
 
     def next_message(self) -> ActorMessage | tuple | None:
         """The next message (None after WAIT_SLICE_S without one); ("failed", error, traceback) once the
-        acting thread raised."""
+        acting thread raised; ("restarted",) from an incarnation never started: Ray replaced a process
+        that died between two calls, which no call saw fail."""
+        if not self._started:
+            return ("restarted",)
         try:
             return self.outbox.get(timeout=WAIT_SLICE_S)
         except queue.Empty:
@@ -263,13 +268,23 @@ class RayActorRuntime:
                 except ray.exceptions.RayActorError as e:
                     self._replace(index, f"died ({type(e).__name__})", kill=False)
                     continue
-                if isinstance(result, tuple) and result and result[0] == "failed":
-                    print(f"actor {index} failed:\n{result[2]}", file=sys.stderr)
-                    self._replace(index, f"failed: {result[1]}", kill=True)
+                how = self._death(index, result)
+                if how is not None:
+                    self._replace(index, how, kill=how.startswith("failed"))
                     continue
                 self._pending[self._actors[index].next_message.remote()] = index
                 if result is not None:
                     return result
+
+    @staticmethod
+    def _death(index: int, result: Any) -> str | None:
+        """How the actor in slot `index` ended, if `result` (of its next_message) says it did."""
+        if isinstance(result, tuple) and result and result[0] == "failed":
+            print(f"actor {index} failed:\n{result[2]}", file=sys.stderr)
+            return f"failed: {result[1]}"
+        if isinstance(result, tuple) and result == ("restarted",):
+            return "died (Ray restarted its process)"
+        return None
 
     def _replace(self, index: int, how: str, kill: bool) -> None:
         if self._restart_count >= self._max_actor_restarts:
@@ -292,6 +307,32 @@ class RayActorRuntime:
         seed = self._seeds[index] + RESTART_SEED_STRIDE * self._generations[index]
         self._restarts.append(ActorRestart(index, how, self._restart_count, seed))
 
+    def _report_deaths_at_close(self) -> None:
+        """Says which actors died after the learner's last message (too late to be replaced).
+
+        Every live actor answers its pending next_message within WAIT_SLICE_S; one that died answers
+        with RayActorError, or ("restarted",) from its new incarnation, or not at all while Ray restarts
+        it (starting a process and importing torch take longer than this wait).
+        """
+        ray = self._ray
+        pending = dict(self._pending)
+        if not pending:
+            return
+        ready, not_ready = ray.wait(list(pending), num_returns=len(pending), timeout=_CLOSE_CHECK_S)
+        for ref in ready:
+            try:
+                how = self._death(pending[ref], ray.get(ref))
+            except ray.exceptions.RayActorError as e:
+                how = f"died ({type(e).__name__})"
+            except Exception as e:  # whatever else Ray raises: still a report, not a crash in close
+                how = f"could not be reached ({type(e).__name__})"
+            if how is not None:
+                report_death_at_close(pending[ref], how)
+        for ref in not_ready:
+            report_death_at_close(
+                pending[ref], f"did not answer within {_CLOSE_CHECK_S:.0f} s (died and restarting, or hung)"
+            )
+
     def take_restarts(self) -> list[ActorRestart]:
         restarts, self._restarts = self._restarts, []
         return restarts
@@ -300,6 +341,7 @@ class RayActorRuntime:
         if self._closed:
             return
         self._closed = True
+        self._report_deaths_at_close()
         for actor in self._actors:
             try:
                 actor.stop.remote()
