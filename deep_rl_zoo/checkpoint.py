@@ -18,6 +18,12 @@ A checkpoint is one `torch.save` file holding only tensors, numbers, strings and
 
 It is loaded with `torch.load(weights_only=True)`, which refuses any pickled object that is not plain
 data, so a file carrying a code payload is rejected before anything in it runs.
+
+Damage is caught before loading: both kinds of file are zip archives (`torch.save`'s format and `.npz`)
+whose every member carries a CRC-32 of its bytes, which `check_intact` verifies. `torch.load` itself does
+not: a flipped bit inside a tensor loads as a wrong weight. A truncated or zeroed file has no zip
+directory at its end. `--resume` skips a damaged checkpoint for the newest intact one of the run
+(`load_newest_intact`), saying which file it skipped and why.
 """
 
 import os
@@ -31,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from deep_rl_zoo.errors import CheckpointError
+from deep_rl_zoo.errors import CheckpointError, DamagedFileError
 
 FORMAT = "deep_rl_zoo.checkpoint/1"
 SUFFIX = ".ckpt"
@@ -125,8 +131,15 @@ def find_run_checkpoint(
 def find_latest_checkpoint(checkpoint_dir: str, agent_name: str, environment_name: str) -> str | None:
     """The newest checkpoint in this one folder for this agent and env, if any: the highest iteration,
     where iteration i stopped part-way (`_i_interrupted`) comes after iteration i - 1 and before i."""
+    found = checkpoints_newest_first(checkpoint_dir, agent_name, environment_name)
+    return found[0] if found else None
+
+
+def checkpoints_newest_first(checkpoint_dir: str, agent_name: str, environment_name: str) -> list[str]:
+    """Every iteration checkpoint in this one folder for this agent and env, newest first (the order of
+    `find_latest_checkpoint`, whose answer is the first)."""
     if not os.path.isdir(checkpoint_dir):
-        return None
+        return []
     pattern = re.compile(
         re.escape(file_stem(agent_name, environment_name))
         + r"_(\d+)("
@@ -140,9 +153,49 @@ def find_latest_checkpoint(checkpoint_dir: str, agent_name: str, environment_nam
         for name in os.listdir(checkpoint_dir)
         if (m := pattern.match(name))
     ]
-    if not found:
-        return None
-    return os.path.join(checkpoint_dir, max(found)[1])
+    return [os.path.join(checkpoint_dir, name) for _, name in sorted(found, reverse=True)]
+
+
+def load_newest_intact(
+    checkpoint_dir: str, agent_name: str, environment_name: str
+) -> tuple[str, dict[str, Any], list[str]]:
+    """The newest checkpoint of this folder that is not damaged, for --resume.
+
+    Returns (path, payload, skipped): `skipped` holds one line per newer damaged checkpoint passed over.
+
+    Raises:
+      CheckpointError: no checkpoint at all, every one damaged (naming the newest), or the newest intact
+        one refused for another reason (another agent or environment, pickled code): that is not damage
+        an older file would repair.
+    """
+    skipped = []
+    for path in checkpoints_newest_first(checkpoint_dir, agent_name, environment_name):
+        try:
+            return path, load_checkpoint(path, agent_name, environment_name), skipped
+        except DamagedFileError as e:
+            skipped.append(str(e))
+    if skipped:
+        raise CheckpointError(f"every checkpoint in {checkpoint_dir} is damaged; the newest: {skipped[0]}")
+    raise CheckpointError(f"no {agent_name} checkpoint for {environment_name} in {checkpoint_dir}")
+
+
+def check_intact(path: str, what: str = "checkpoint") -> None:
+    """Raises DamagedFileError unless `path` is a whole zip archive whose members match their CRC-32s.
+
+    Reads the whole file once (about as long as loading it). `what`: "checkpoint" or "replay", for the
+    message.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad_member = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError) as e:
+        reason = "it is empty" if os.path.getsize(path) == 0 else f"no whole zip archive: {type(e).__name__}"
+        raise DamagedFileError(f"{path} is truncated or not a {what} file ({reason})") from None
+    if bad_member is not None:
+        raise DamagedFileError(
+            f"{path} is damaged: the bytes of its member {bad_member} fail their CRC-32 check "
+            "(flipped bits, a bad disk, or a copy that went wrong)"
+        )
 
 
 def copy_checkpoint(source: str, destination: str) -> None:
@@ -209,6 +262,7 @@ def load_checkpoint(path: str, agent_name: str, environment_name: str) -> dict[s
     """
     if not os.path.isfile(path):
         raise CheckpointError(f"no checkpoint file at {path}")
+    check_intact(path, "checkpoint")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
@@ -283,12 +337,11 @@ def load_arrays(path: str) -> dict[str, np.ndarray]:
     """
     if not os.path.isfile(path):
         raise CheckpointError(f"no replay file at {path}")
-    if not zipfile.is_zipfile(path):  # numpy would take any other bytes for a pickle
-        raise CheckpointError(f"{path} is truncated or not a replay file")
+    check_intact(path, "replay")  # also before numpy, which would take bytes other than a zip for a pickle
     try:
         with np.load(path, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
     except ValueError as e:  # numpy's refusal of an object array
         raise CheckpointError(f"refused to load {path}: it holds pickled objects ({e})") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
-        raise CheckpointError(f"{path} is truncated or not a replay file ({type(e).__name__})") from None
+        raise DamagedFileError(f"{path} is truncated or not a replay file ({type(e).__name__})") from None

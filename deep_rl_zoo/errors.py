@@ -22,6 +22,10 @@ class CheckpointError(ZooError):
     """A checkpoint that is missing, truncated, foreign, or carries pickled code."""
 
 
+class DamagedFileError(CheckpointError):
+    """A checkpoint or replay file whose bytes are not the ones written: truncated, zeroed, bit flips."""
+
+
 class NonFiniteLossError(ZooError):
     """The loss became NaN or infinite; training cannot continue meaningfully."""
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint
-from deep_rl_zoo.errors import CheckpointError
+from deep_rl_zoo.errors import CheckpointError, DamagedFileError
 from deep_rl_zoo.types_ import TimeStep
 
 # package -> config class
@@ -160,3 +160,13 @@ def test_run_keeps_the_newest_replay_file_and_resume_restores_it(tmp_path, capsy
     dqn_train.main(dataclasses.replace(config, num_iterations=3, resume=True))
     assert "restored 600 transitions" in capsys.readouterr().err
     assert replay_files() == ["DQN_CartPole-v1_2.replay.npz"]
+
+
+def test_a_replay_file_with_a_flipped_bit_is_refused_as_damaged(tmp_path):
+    path = tmp_path / "x.replay.npz"
+    checkpoint.save_arrays(str(path), {"frames": np.full(1000, 7, np.uint8)})
+    data = bytearray(path.read_bytes())
+    data[data.find(bytes([7] * 1000)) + 500] ^= 0x01  # one pixel 7 -> 6
+    path.write_bytes(bytes(data))
+    with pytest.raises(DamagedFileError, match=r"x\.replay\.npz is damaged: .* CRC-32"):
+        checkpoint.load_arrays(str(path))
