@@ -522,13 +522,14 @@ def _build_flooding_actor(actor_index, seed, device, link):
     return gym_env.create_classic_environment("CartPole-v1", seed=seed), _FloodingActor(link), nn.Linear(2, 1)
 
 
-def _flooding_runtime(num_actors, max_actor_restarts):
+def _flooding_runtime(num_actors, max_actor_restarts, **options):
     return LocalActorRuntime(
         nn.Linear(2, 1),
         _build_flooding_actor,
         seeds=list(range(num_actors)),
         devices=[torch.device("cpu")] * num_actors,
         max_actor_restarts=max_actor_restarts,
+        **options,
     )
 
 
@@ -612,6 +613,35 @@ def test_an_actor_that_dies_after_the_last_message_is_still_reported(capsys):
     assert "actor 1 was killed by signal SIGKILL as the run ended; not restarted" in out
     assert "actor 0" not in out
     assert len(runtime.started_pids) == 2  # nothing was restarted after the end
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
+def test_a_hung_actor_is_killed_after_actor_timeout_and_replaced_but_a_waiting_one_is_not():
+    runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1, actor_timeout_s=2)
+    with runtime:
+        for _ in range(2):
+            _check_intact(runtime.get())
+        time.sleep(3)  # the learner away (evaluating) longer than the timeout: the actors wait, blocked
+        for _ in range(4):
+            _check_intact(runtime.get())
+        assert runtime.take_restarts() == []  # waiting for the learner is a sign of life, not a hang
+        hung = runtime.processes[1].pid
+        os.kill(hung, signal.SIGSTOP)  # like a deadlocked emulator: alive, silent
+        noticed = Deadline(30)
+        restarts = []
+        while not restarts:
+            _check_intact(runtime.get())
+            restarts = runtime.take_restarts()
+            assert not noticed.passed(), "the learner did not notice the hung actor"
+        assert restarts[0].actor_index == 1 and restarts[0].restart_count == 1
+        assert re.fullmatch(
+            r"showed no sign of life for [23] s \(--actor_timeout=2\), so it was killed", restarts[0].how
+        )
+        assert not _running(hung)
+        senders = set()
+        while senders != {0, 1}:  # the replacement delivers
+            senders.add(runtime.get().actor_index)
 
 
 @pytest.mark.slow

@@ -31,6 +31,11 @@ from deep_rl_zoo.main_loop import run_env_loop, run_vector_env_loop
 from deep_rl_zoo.types_ import Agent, TimeStep
 
 WAIT_SLICE_S = 1.0  # longest any blocked call sleeps before it checks that the other side is still there
+# --actor_timeout's default: an actor that shows no sign of life (no env step, no wake-up of a wait) for
+# this long is taken for hung and replaced. Building an Atari actor and its first steps take seconds
+# (CUDA's start in an actor on a GPU tens of seconds); 5 minutes leaves room for a machine many times
+# slower and costs a week-long run at most 5 minutes of one actor per hang.
+DEFAULT_ACTOR_TIMEOUT_S = 300.0
 RESTART_SEED_STRIDE = 100_003  # a restarted actor's seed: slot seed + stride * (restarts of that slot)
 
 
@@ -140,7 +145,8 @@ class ActorRuntime(Protocol):
     def get(self) -> ActorMessage:
         """The next actor message, blocking until one arrives.
 
-        A dead actor is replaced in its slot meanwhile (see `take_restarts`); once the run's
+        A dead actor is replaced in its slot meanwhile (see `take_restarts`), and so is a hung one: no
+        sign of life (`ActorLinkBase.alive`) for `actor_timeout_s`; it is killed first. Once the run's
         `max_actor_restarts` are used up, the next death raises `errors.ActorError` naming the actor.
         """
 
@@ -172,6 +178,11 @@ class ActorLinkBase(abc.ABC):
         self._start_time = time.perf_counter()
 
     # --- what a backend provides ---
+
+    @abc.abstractmethod
+    def alive(self) -> None:
+        """Tells the runtime this actor is making progress (an env step, a wake-up while it waits): one
+        silent for --actor_timeout is hung. Backends that watch for hung actors override this."""
 
     @abc.abstractmethod
     def should_stop(self) -> bool:
@@ -224,6 +235,7 @@ class ActorLinkBase(abc.ABC):
         self._transmit(message)
 
     def env_step(self, timestep: TimeStep) -> None:
+        self.alive()
         self._num_env_steps += 1
         self._total_steps += 1
         self.record_game(timestep)

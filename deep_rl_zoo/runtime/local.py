@@ -40,6 +40,7 @@ from torch import nn
 
 from deep_rl_zoo.errors import ActorError
 from deep_rl_zoo.runtime.interface import (
+    DEFAULT_ACTOR_TIMEOUT_S,
     RESTART_SEED_STRIDE,
     WAIT_SLICE_S,
     ActorBuilder,
@@ -133,6 +134,7 @@ class _ActorChannels(NamedTuple):
     wake: Any  # read end of this actor's wake pipe
     consumed: Any  # shared int64 array: messages of each slot's current actor the learner has consumed
     max_in_flight: int
+    alive_at: Any  # shared float64 array: each slot's actor's last sign of life (time.monotonic, s)
 
 
 class _ProcessLink(ActorLinkBase):
@@ -147,9 +149,13 @@ class _ProcessLink(ActorLinkBase):
         self._sent = 0
         self._stopped = False
 
+    def alive(self) -> None:
+        self._channels.alive_at[self.actor_index] = time.monotonic()  # one clock for every process
+
     def _poll(self, timeout: float, writable: bool = False) -> bool:
         """Sleeps until woken, the message pipe is writable (if asked) or `timeout`; raises StopActor
         when the wake pipe reads EOF (the learner stopped the run or died). Returns whether writable."""
+        self.alive()  # a wait that wakes up every WAIT_SLICE_S is a sign of life too
         readable, ready_to_write, _ = select.select(
             [self._wake], [self._out] if writable else [], [], timeout
         )
@@ -269,6 +275,7 @@ class _Slot:
         self.reader = _FrameReader()
         self.failure: _ActorFailure | None = None
         self.eof = False
+        self.silent_s: float | None = None  # set when the learner killed it for showing no sign of life
 
 
 class LocalActorRuntime:
@@ -282,6 +289,7 @@ class LocalActorRuntime:
         devices: list[torch.device],
         max_actor_restarts: int = 10,
         max_in_flight: int = 2,
+        actor_timeout_s: float = DEFAULT_ACTOR_TIMEOUT_S,
     ):
         """
         Args:
@@ -294,6 +302,8 @@ class LocalActorRuntime:
           max_actor_restarts: replacements of dead actors allowed over the whole run; the next death
             raises ActorError.
           max_in_flight: messages an actor may have sent that the learner has not consumed yet.
+          actor_timeout_s: an actor with no sign of life (env step, wake-up in a wait) for this long is
+            hung (stopped, deadlocked in its emulator): killed, then replaced like a dead one.
         """
         if len(seeds) != len(devices):
             raise ValueError(f"{len(seeds)} seeds for {len(devices)} devices")
@@ -305,10 +315,14 @@ class LocalActorRuntime:
         self._devices = [str(d) for d in devices]
         self._max_actor_restarts = max_actor_restarts
         self._max_in_flight = max_in_flight
+        if actor_timeout_s <= 0:
+            raise ValueError(f"actor_timeout_s must be > 0, got {actor_timeout_s}")
+        self._actor_timeout_s = actor_timeout_s
         self._context = _actor_process_context(build_actor)
         self._parameters = SharedParameters(module, self._context)
         self._parameters.publish(module)
         self._consumed = self._context.RawArray("q", self.num_actors)
+        self._alive_at = self._context.RawArray("d", self.num_actors)
         self._slots: list[_Slot | None] = [None] * self.num_actors
         self._ready: collections.deque[tuple[int, int, ActorMessage]] = collections.deque()
         self._restarts: list[ActorRestart] = []
@@ -331,8 +345,9 @@ class LocalActorRuntime:
         os.set_blocking(messages_read.fileno(), False)
         os.set_blocking(wake_write.fileno(), False)
         self._consumed[index] = 0
+        self._alive_at[index] = time.monotonic()  # building the actor counts against its timeout
         channels = _ActorChannels(
-            self._parameters, messages_write, wake_read, self._consumed, self._max_in_flight
+            self._parameters, messages_write, wake_read, self._consumed, self._max_in_flight, self._alive_at
         )
         seed = self._seeds[index] + RESTART_SEED_STRIDE * generation
         process = self._context.Process(
@@ -417,6 +432,10 @@ class LocalActorRuntime:
         for index, slot in enumerate(self._slots):
             if slot.process.sentinel in ready:
                 self._replace(index)
+            elif (silent_s := time.monotonic() - self._alive_at[index]) > self._actor_timeout_s:
+                slot.silent_s = silent_s
+                slot.process.kill()  # SIGKILL: obeyed even by a stopped (SIGSTOP) or deadlocked process
+                self._replace(index)
 
     def _read(self, index: int) -> None:
         slot = self._slots[index]
@@ -463,6 +482,11 @@ class LocalActorRuntime:
         slot.process.join(timeout=WAIT_SLICE_S)
         self._read(index)
         self.torn_messages += int(slot.reader.torn_bytes > 0)
+        if slot.silent_s is not None:
+            return (
+                f"showed no sign of life for {slot.silent_s:.0f} s (--actor_timeout="
+                f"{self._actor_timeout_s:g}), so it was killed"
+            )
         if slot.failure is not None:
             print(f"actor {index} failed:\n{slot.failure.traceback}", file=sys.stderr)
             return f"failed: {slot.failure.error}"

@@ -26,6 +26,7 @@ from torch import nn
 
 from deep_rl_zoo.errors import ActorError, ConfigError
 from deep_rl_zoo.runtime.interface import (
+    DEFAULT_ACTOR_TIMEOUT_S,
     RESTART_SEED_STRIDE,
     WAIT_SLICE_S,
     ActorBuilder,
@@ -54,8 +55,17 @@ def import_ray() -> Any:
 class _ActorBody:
     """What runs inside each Ray actor (wrapped by `ray.remote` in `RayActorRuntime`)."""
 
-    def __init__(self, build_actor: ActorBuilder, actor_index: int, device: str, max_in_flight: int):
+    def __init__(
+        self,
+        build_actor: ActorBuilder,
+        actor_index: int,
+        device: str,
+        max_in_flight: int,
+        actor_timeout_s: float = DEFAULT_ACTOR_TIMEOUT_S,
+    ):
         self._build_actor = build_actor
+        self._actor_timeout_s = actor_timeout_s
+        self.alive_at = time.monotonic()  # the acting thread's last sign of life (_RayLink.alive)
         self._actor_index = actor_index
         self._device = device
         self.outbox: queue.Queue = queue.Queue(maxsize=max_in_flight)
@@ -72,6 +82,7 @@ class _ActorBody:
         if self._started:  # a call that reached an incarnation the driver has just killed
             raise RuntimeError("this actor incarnation is already acting")
         self._started = True
+        self.alive_at = time.monotonic()
         self.set_parameters(version, state)
         link = _RayLink(self._actor_index, self)
         threading.Thread(target=self._act, args=(seed, link), daemon=True).start()
@@ -92,9 +103,12 @@ class _ActorBody:
     def next_message(self) -> ActorMessage | tuple | None:
         """The next message (None after WAIT_SLICE_S without one); ("failed", error, traceback) once the
         acting thread raised; ("restarted",) from an incarnation never started: Ray replaced a process
-        that died between two calls, which no call saw fail."""
+        that died between two calls, which no call saw fail; ("hung", seconds) once the acting thread
+        showed no sign of life for the actor timeout (e.g. deadlocked in its emulator)."""
         if not self._started:
             return ("restarted",)
+        if (silent_s := time.monotonic() - self.alive_at) > self._actor_timeout_s:
+            return ("hung", silent_s)
         try:
             return self.outbox.get(timeout=WAIT_SLICE_S)
         except queue.Empty:
@@ -116,8 +130,12 @@ class _RayLink(ActorLinkBase):
     def should_stop(self) -> bool:
         return self._body.stopped
 
+    def alive(self) -> None:
+        self._body.alive_at = time.monotonic()
+
     def _transmit(self, message: ActorMessage) -> None:
         while True:
+            self.alive()  # waiting for the learner to take a message is a sign of life
             if self._body.stopped:
                 raise StopActor()
             try:
@@ -139,6 +157,7 @@ class _RayLink(ActorLinkBase):
     def _wait_for_version_above(self, version: int) -> None:
         with self._body.condition:
             while self._body.parameters[0] <= version:
+                self.alive()
                 if self._body.stopped:
                     raise StopActor()
                 self._body.condition.wait(WAIT_SLICE_S)
@@ -157,6 +176,7 @@ class RayActorRuntime:
         actors_on_gpu: bool = False,
         actor_resource: str = "",
         max_in_flight: int = 2,
+        actor_timeout_s: float = DEFAULT_ACTOR_TIMEOUT_S,
     ):
         """
         Args:
@@ -168,6 +188,8 @@ class RayActorRuntime:
           actors_on_gpu: ask Ray for a fraction of a GPU per actor (the cluster's GPUs shared evenly).
           actor_resource: a custom resource each actor needs one unit of ("" for none): pins the actors
             to the nodes started with it.
+          actor_timeout_s: an actor whose acting thread shows no sign of life for this long, or whose
+            process does not answer for this long (stopped, a stuck node), is killed and replaced.
         """
         self._ray = import_ray()
         self.num_actors = len(seeds)
@@ -179,6 +201,8 @@ class RayActorRuntime:
         self._actors_on_gpu = actors_on_gpu
         self._actor_resource = actor_resource
         self._max_in_flight = max_in_flight
+        self._actor_timeout_s = actor_timeout_s
+        self._asked_at = [0.0] * self.num_actors  # when each slot's pending next_message was sent
         self._version = 0
         self._state_ref = None
         self._actors: list[Any] = []
@@ -220,7 +244,7 @@ class RayActorRuntime:
         device = "cuda" if num_gpus > 0 else "cpu"
         self._publish_state(self._module)
         self._actors = [
-            remote_body.remote(self._build_actor, index, device, self._max_in_flight)
+            remote_body.remote(self._build_actor, index, device, self._max_in_flight, self._actor_timeout_s)
             for index in range(self.num_actors)
         ]
         for index in range(self.num_actors):
@@ -240,7 +264,11 @@ class RayActorRuntime:
             raise ActorError(
                 f"actor {index} did not start within {_START_TIMEOUT_S} s (is the cluster full?)"
             ) from None
-        self._pending[actor.next_message.remote()] = index
+        self._ask(index)
+
+    def _ask(self, index: int) -> None:
+        self._pending[self._actors[index].next_message.remote()] = index
+        self._asked_at[index] = time.monotonic()
 
     def _publish_state(self, module: nn.Module) -> None:
         state = {name: tensor.detach().cpu().clone() for name, tensor in module.state_dict().items()}
@@ -270,20 +298,34 @@ class RayActorRuntime:
                     continue
                 how = self._death(index, result)
                 if how is not None:
-                    self._replace(index, how, kill=how.startswith("failed"))
+                    self._replace(index, how, kill=not how.startswith("died"))
                     continue
-                self._pending[self._actors[index].next_message.remote()] = index
+                self._ask(index)
                 if result is not None:
                     return result
+            self._replace_unanswering()
 
-    @staticmethod
-    def _death(index: int, result: Any) -> str | None:
+    def _replace_unanswering(self) -> None:
+        """Replaces the actors that have not answered next_message (which answers within WAIT_SLICE_S)
+        for the actor timeout: a stopped process, a stuck node."""
+        for ref, index in list(self._pending.items()):
+            silent_s = time.monotonic() - self._asked_at[index]
+            if silent_s > self._actor_timeout_s:
+                del self._pending[ref]
+                self._replace(index, self._hung(silent_s), kill=True)
+
+    def _hung(self, silent_s: float) -> str:
+        return f"showed no sign of life for {silent_s:.0f} s (--actor_timeout={self._actor_timeout_s:g}), so it was killed"
+
+    def _death(self, index: int, result: Any) -> str | None:
         """How the actor in slot `index` ended, if `result` (of its next_message) says it did."""
         if isinstance(result, tuple) and result and result[0] == "failed":
             print(f"actor {index} failed:\n{result[2]}", file=sys.stderr)
             return f"failed: {result[1]}"
         if isinstance(result, tuple) and result == ("restarted",):
             return "died (Ray restarted its process)"
+        if isinstance(result, tuple) and result and result[0] == "hung":
+            return self._hung(result[1])
         return None
 
     def _replace(self, index: int, how: str, kill: bool) -> None:
