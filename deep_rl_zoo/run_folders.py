@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from deep_rl_zoo import checkpoint, main_loop, trackers
 from deep_rl_zoo.config import RunConfig, field
-from deep_rl_zoo.errors import CheckpointError, ConfigError
+from deep_rl_zoo.errors import CheckpointError, ConfigError, DamagedFileError
 
 
 class ResumePoint(NamedTuple):
@@ -19,7 +19,11 @@ class ResumePoint(NamedTuple):
 
 
 def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: str) -> ResumePoint | None:
-    """For --resume, the newest run with this agent, environment and --tag; else None (a fresh run)."""
+    """For --resume, the newest run with this agent, environment and --tag; else None (a fresh run).
+
+    Within that run, the newest intact checkpoint: a damaged newer one (truncated, empty, flipped bits) is
+    skipped with one line naming it, so a torn file never stops a resume that an older one can serve.
+    """
     if not config.resume:
         return None
     latest = checkpoint.find_run_checkpoint(
@@ -30,9 +34,13 @@ def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: s
         raise ConfigError(
             f"--resume: no {agent_name} checkpoint for {config.environment_name}{tagged} in {config.checkpoint_dir}"
         )
-    payload = checkpoint.load_checkpoint(latest, agent_name, environment_id)
-    print(f"resuming from {latest}", file=sys.stderr)
-    return ResumePoint(payload, latest, os.path.dirname(latest))
+    path, payload, skipped = checkpoint.load_newest_intact(
+        os.path.dirname(latest), agent_name, environment_id
+    )
+    for reason in skipped:
+        print(f"--resume: skipping a damaged checkpoint: {reason}", file=sys.stderr)
+    print(f"resuming from {path}" + (" (the newest intact checkpoint)" if skipped else ""), file=sys.stderr)
+    return ResumePoint(payload, path, os.path.dirname(path))
 
 
 def restore_or_start(config: RunConfig, agent: Any, resume: ResumePoint | None) -> main_loop.LoopState:
@@ -98,13 +106,17 @@ def checkpoint_replay_field() -> Any:
 
 
 def restore_replay(config: RunConfig, agent_name: str, agent: Any, resume: ResumePoint) -> None:
-    """--resume --checkpoint_replay: loads the replay file beside the resumed checkpoint, if there is one."""
+    """--resume --checkpoint_replay: loads the replay file beside the resumed checkpoint, if there is one; a
+    damaged one is named in one line and the replay starts empty (the agent refills it)."""
     path = checkpoint.replay_path(resume.path)
     if not os.path.isfile(path):
         print(f"--checkpoint_replay: no replay file {path}; the replay starts empty", file=sys.stderr)
         return
     try:
         agent.replay_writer.load_state_arrays(checkpoint.load_arrays(path))
+    except DamagedFileError as e:
+        print(f"--checkpoint_replay: {e}; the replay starts empty", file=sys.stderr)
+        return
     except ValueError as e:
         raise CheckpointError(f"{path} does not fit this run's replay: {e}") from None
     print(f"restored {agent.replay_writer.replay.size} transitions from {path}", file=sys.stderr)

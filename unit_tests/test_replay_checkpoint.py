@@ -161,6 +161,27 @@ def test_run_keeps_the_newest_replay_file_and_resume_restores_it(tmp_path, capsy
     assert "restored 600 transitions" in capsys.readouterr().err
     assert replay_files() == ["DQN_CartPole-v1_2.replay.npz"]
 
+    # A torn newest checkpoint and replay (a disk that failed mid-write): --resume takes iteration 1's
+    # checkpoint, says which file it skipped, and starts with an empty replay (iteration 1's was deleted).
+    newest = folder / "DQN_CartPole-v1_2.ckpt"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    dqn_train.main(dataclasses.replace(config, num_iterations=4, resume=True))
+    err = capsys.readouterr().err
+    assert f"--resume: skipping a damaged checkpoint: {newest} is truncated or not a checkpoint file" in err
+    assert f"resuming from {folder / 'DQN_CartPole-v1_1.ckpt'} (the newest intact checkpoint)" in err
+    assert "no replay file" in err and "the replay starts empty" in err
+    assert "DQN_CartPole-v1_3.ckpt" in os.listdir(folder)
+
+    replay = folder / "DQN_CartPole-v1_3.replay.npz"
+    replay.write_bytes(b"")  # a replay file of zero bytes beside an intact checkpoint
+    dqn_train.main(dataclasses.replace(config, num_iterations=5, resume=True))
+    err = capsys.readouterr().err
+    assert (
+        f"--checkpoint_replay: {replay} is truncated or not a replay file (it is empty); the replay starts empty"
+        in err
+    )
+    assert "DQN_CartPole-v1_4.ckpt" in os.listdir(folder)
+
 
 def test_a_replay_file_with_a_flipped_bit_is_refused_as_damaged(tmp_path):
     path = tmp_path / "x.replay.npz"
