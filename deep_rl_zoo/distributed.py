@@ -13,7 +13,12 @@ import torch
 from deep_rl_zoo import environments, gym_env, main_loop, process_setup, run_folders
 from deep_rl_zoo.config import RunConfig, available_cpu_cores, field, is_atari_name
 from deep_rl_zoo.errors import require
-from deep_rl_zoo.runtime.interface import ActorRuntime, DistributedLearner, LearnerLink
+from deep_rl_zoo.runtime.interface import (
+    DEFAULT_ACTOR_TIMEOUT_S,
+    ActorRuntime,
+    DistributedLearner,
+    LearnerLink,
+)
 from deep_rl_zoo.runtime.local import LocalActorRuntime
 from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
 from deep_rl_zoo.runtime.ray_backend import RayActorRuntime, import_ray
@@ -46,6 +51,12 @@ class DistributedConfig(RunConfig):
         10,
         "Dead actors (killed, crashed, an exception in the env) replaced over the whole run; the next "
         "death stops the run with an error naming the actor. 0: any actor's death stops the run.",
+    )
+    actor_timeout: float = field(
+        DEFAULT_ACTOR_TIMEOUT_S,
+        "Seconds an actor may show no sign of life (no env step, no wake-up while it waits) before it is "
+        "taken for hung (stopped, a deadlocked emulator, a stuck Ray node), killed and replaced like a dead "
+        "one. The default leaves room for the slowest start (CUDA in an actor) on a slow machine.",
     )
 
     backend: str = field(
@@ -87,6 +98,7 @@ class DistributedConfig(RunConfig):
             self.max_actor_restarts >= 0, f"--max_actor_restarts must be >= 0, got {self.max_actor_restarts}"
         )
         require(self.unroll_length > 0, f"--unroll_length must be positive, got {self.unroll_length}")
+        require(self.actor_timeout > 0, f"--actor_timeout must be positive, got {self.actor_timeout}")
 
     def auto_num_threads(self, cores: int) -> int:
         if not is_atari_name(self.environment_name):
@@ -196,6 +208,7 @@ def make_runtime(
             address=config.ray_address,
             actors_on_gpu=config.actors_on_gpu,
             actor_resource=config.ray_actor_resource,
+            actor_timeout_s=config.actor_timeout,
         )
     return LocalActorRuntime(
         module,
@@ -203,6 +216,7 @@ def make_runtime(
         seeds,
         devices=actor_devices(config.num_actors, config.actors_on_gpu),
         max_actor_restarts=config.max_actor_restarts,
+        actor_timeout_s=config.actor_timeout,
     )
 
 

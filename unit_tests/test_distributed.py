@@ -644,6 +644,13 @@ def test_a_hung_actor_is_killed_after_actor_timeout_and_replaced_but_a_waiting_o
             senders.add(runtime.get().actor_index)
 
 
+def test_a_non_positive_actor_timeout_is_a_one_line_config_error():
+    from deep_rl_zoo.ppo import train
+
+    with pytest.raises(errors.ConfigError, match="--actor_timeout must be positive, got 0"):
+        train.PpoConfig(actor_timeout=0)
+
+
 @pytest.mark.slow
 def test_past_max_actor_restarts_the_run_stops_within_seconds_naming_the_actor():
     runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
