@@ -26,6 +26,8 @@ directory at its end. `--resume` skips a damaged checkpoint for the newest intac
 (`load_newest_intact`), saying which file it skipped and why.
 """
 
+import errno
+import io
 import os
 import pickle
 import re
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from deep_rl_zoo.errors import CheckpointError, DamagedFileError
+from deep_rl_zoo.errors import CheckpointError, DamagedFileError, DiskFullError
 
 FORMAT = "deep_rl_zoo.checkpoint/1"
 SUFFIX = ".ckpt"
@@ -46,6 +48,38 @@ DISK_MARGIN_BYTES = 256 * 2**20  # left free after writing a replay file, for lo
 BEST = "best"  # `<stem>_best.ckpt`; also the --load_checkpoint_file value that picks it
 LATEST = "latest"  # the --load_checkpoint_file value that picks the newest iteration checkpoint
 INTERRUPTED = "_interrupted"  # `<stem>_<i>_interrupted.ckpt`: iteration i stopped part-way
+# The errors of a write that found no room: a full disk, a full quota, a file-size limit (ulimit -f).
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _write_atomically(path: str, suffix: str, write) -> None:
+    """Runs `write(file)` on a temporary file in `path`'s folder, syncs it, then renames it over `path`.
+
+    The rename is atomic on POSIX and Windows, so a crash, Ctrl-C or a full disk leaves either the old
+    file or the complete new one, never half a file, and no temporary file behind.
+
+    Raises:
+      DiskFullError: no room for the file (naming it and the OS's reason), the old file untouched.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_path, path)
+    except OSError as e:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+        if e.errno in DISK_FULL_ERRNOS:
+            raise DiskFullError(f"no room to write {path}: {e.strerror}") from None
+        raise
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+        raise
 
 
 def file_stem(agent_name: str, environment_name: str) -> str:
@@ -200,18 +234,12 @@ def check_intact(path: str, what: str = "checkpoint") -> None:
 
 def copy_checkpoint(source: str, destination: str) -> None:
     """Copies a checkpoint file atomically (temporary file in the destination's folder, then rename)."""
-    directory = os.path.dirname(os.path.abspath(destination))
-    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f, open(source, "rb") as src:
+
+    def write(f) -> None:
+        with open(source, "rb") as src:
             shutil.copyfileobj(src, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_path, destination)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
+
+    _write_atomically(destination, SUFFIX, write)
 
 
 def save_checkpoint(
@@ -223,13 +251,11 @@ def save_checkpoint(
     loop_state: dict,
     config: dict | None = None,
 ) -> None:
-    """Writes to a temporary file in the same folder, then renames it over `path`.
+    """Writes to a temporary file in the same folder, then renames it over `path` (`_write_atomically`).
 
-    The rename is atomic on POSIX and Windows, so a crash or Ctrl-C leaves either the old file or the
-    complete new one, never half a file.
+    Raises:
+      DiskFullError: no room for the file; `path`'s previous content is intact.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
     payload = {
         "format": FORMAT,
         "agent_name": agent_name,
@@ -239,17 +265,11 @@ def save_checkpoint(
         "loop": loop_state,
         "config": config or {},  # the run's flags: evaluation rebuilds the same network from them
     }
-    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_path, path)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
+    # Serialised in memory first: torch.save writing to a file turns a full disk into an obscure
+    # RuntimeError ("unexpected pos"), where a plain write raises OSError(ENOSPC) that says what happened.
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    _write_atomically(path, SUFFIX, lambda f: f.write(buffer.getbuffer()))
 
 
 def load_checkpoint(path: str, agent_name: str, environment_name: str) -> dict[str, Any]:
@@ -300,8 +320,9 @@ def save_arrays(path: str, arrays: dict[str, np.ndarray]) -> None:
     unpickling anything. The free disk space is checked first: a replay of Atari frames takes GBs.
 
     Raises:
-      CheckpointError: not enough free space in the folder (with how much is needed), or an array
-        of Python objects.
+      DiskFullError: not enough free space in the folder (with how much is needed), or no room found
+        while writing (the previous file intact).
+      CheckpointError: an array of Python objects.
     """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -311,22 +332,12 @@ def save_arrays(path: str, arrays: dict[str, np.ndarray]) -> None:
     needed = sum(np.asarray(array).nbytes for array in arrays.values()) + DISK_MARGIN_BYTES
     free = shutil.disk_usage(directory).free
     if free < needed:
-        raise CheckpointError(
+        raise DiskFullError(
             f"not enough disk space to save the replay to {path}: it needs {needed / 2**30:.2f} GiB "
             f"(with a {DISK_MARGIN_BYTES / 2**20:.0f} MiB margin), {free / 2**30:.2f} GiB are free; free "
             "some space, or train without --checkpoint_replay"
         )
-    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=REPLAY_SUFFIX, dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_path, path)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
+    _write_atomically(path, REPLAY_SUFFIX, lambda f: np.savez(f, **arrays))
 
 
 def load_arrays(path: str) -> dict[str, np.ndarray]:

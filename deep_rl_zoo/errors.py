@@ -26,6 +26,10 @@ class DamagedFileError(CheckpointError):
     """A checkpoint or replay file whose bytes are not the ones written: truncated, zeroed, bit flips."""
 
 
+class DiskFullError(CheckpointError):
+    """No room to write a checkpoint or replay file (a full disk, a quota, a file-size limit)."""
+
+
 class NonFiniteLossError(ZooError):
     """The loss became NaN or infinite; training cannot continue meaningfully."""
 

@@ -229,7 +229,7 @@ def run_single_thread_training_iterations(
     eval_env: gym.Env,
     seed: int,
     logger: trackers.RunLogger,
-    save_checkpoint: Callable[[int, LoopState], str],
+    save_checkpoint: Callable[[int, LoopState], str | None],
     loop_state: LoopState,
     solved_return: float | None = None,
     solved_min_episodes: int = SOLVED_MIN_EPISODES,
@@ -239,7 +239,8 @@ def run_single_thread_training_iterations(
     """Trains and evaluates for the iterations left in `loop_state`; returns the final state.
 
     Args:
-      save_checkpoint: `(iteration, loop_state, interrupted=False) -> path`.
+      save_checkpoint: `(iteration, loop_state, interrupted=False) -> path`, or None when it could not
+        save (a full disk: it warned).
       solved_return: stop after the first iteration whose greedy evaluation mean reaches it, over at
         least `solved_min_episodes` whole episodes.
       stop: when it is requested (`stop_on_signals`), the run saves an interrupted checkpoint at the next
@@ -328,7 +329,7 @@ def run_single_thread_training_iterations(
 
 
 def save_interrupted_and_stop(
-    save_checkpoint: Callable[..., str],
+    save_checkpoint: Callable[..., str | None],
     iteration: int,
     iteration_env_steps: int,
     episode_returns: list[float],
@@ -346,9 +347,11 @@ def save_interrupted_and_stop(
     loop_state.iteration_episode_returns = list(episode_returns)
     loop_state.iteration_episode_lengths = list(episode_lengths)
     path = save_checkpoint(iteration, loop_state, interrupted=True)
+    saved = (
+        f"saved {path}, which --resume continues" if path else "could not save it (no room: see the warning)"
+    )
     raise RunInterrupted(
-        f"stopped in iteration {iteration} at env step {loop_state.train_env_steps:,}; saved {path}, "
-        "which --resume continues",
+        f"stopped in iteration {iteration} at env step {loop_state.train_env_steps:,}; {saved}",
         exit_code=128 + stop.signal,
     )
 
@@ -402,7 +405,7 @@ def finish_iteration(
     eval_summary: dict[str, float],
     learner_statistics: Mapping[str, float],
     logger: trackers.RunLogger,
-    save_checkpoint: Callable[[int, "LoopState"], str],
+    save_checkpoint: Callable[[int, "LoopState"], str | None],
     loop_state: "LoopState",
     solved_return: float | None,
     solved_min_episodes: int = SOLVED_MIN_EPISODES,
@@ -448,7 +451,8 @@ def finish_iteration(
     path = save_checkpoint(iteration, loop_state)
     tqdm.write(
         f"iteration {iteration}: env steps {step:,}, {_describe_training(train_mean_return, train_num_episodes)}"
-        f" ({train_steps_per_second:.0f} steps/s), {_describe_evaluation(eval_summary)}, saved {path}"
+        f" ({train_steps_per_second:.0f} steps/s), {_describe_evaluation(eval_summary)}, "
+        + (f"saved {path}" if path else "not saved (no room, see the warning)")
     )
     if solved:
         tqdm.write(

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from deep_rl_zoo import checkpoint, main_loop, trackers
 from deep_rl_zoo.config import RunConfig, field
-from deep_rl_zoo.errors import CheckpointError, ConfigError, DamagedFileError
+from deep_rl_zoo.errors import CheckpointError, ConfigError, DamagedFileError, DiskFullError
 
 
 class ResumePoint(NamedTuple):
@@ -124,7 +124,7 @@ def restore_replay(config: RunConfig, agent_name: str, agent: Any, resume: Resum
 
 def checkpoint_saver(
     config: RunConfig, agent_name: str, environment_id: str, agent: Any, checkpoint_folder: str
-) -> Callable[[int, main_loop.LoopState], str]:
+) -> Callable[[int, main_loop.LoopState], str | None]:
     """save(iteration, loop_state, interrupted=False) -> path: writes `<AGENT>_<env>_<iteration>.ckpt` with
     the run's flags, and copies it to `<AGENT>_<env>_best.ckpt` when this iteration's evaluation is the
     best so far; `interrupted`: `<AGENT>_<env>_<iteration>_interrupted.ckpt`, the iteration stopped
@@ -133,28 +133,49 @@ def checkpoint_saver(
     With `config.checkpoint_replay`, the agent's replay goes first to `<checkpoint name>.replay.npz`
     (so a checkpoint never exists without its replay), then the checkpoint, then the earlier replay
     files are deleted (an Atari replay takes GBs).
+
+    A full disk (or quota, or file-size limit) skips the save: one warning line naming the file and the
+    last good checkpoint, which is left intact (files are written to a temporary name, then renamed) and
+    is what --resume finds; the run goes on, and the next iteration tries again. `save` then returns
+    None. Stopping instead would lose the training since that checkpoint for a problem that freeing
+    space fixes while the run continues.
     """
 
-    def save(iteration: int, state: main_loop.LoopState, interrupted: bool = False) -> str:
+    def save(iteration: int, state: main_loop.LoopState, interrupted: bool = False) -> str | None:
         env_name = config.environment_name
         if interrupted:
             path = checkpoint.interrupted_checkpoint_path(checkpoint_folder, agent_name, env_name, iteration)
         else:
             path = checkpoint.checkpoint_path(checkpoint_folder, agent_name, env_name, iteration)
-        if getattr(config, "checkpoint_replay", False):
-            checkpoint.save_arrays(checkpoint.replay_path(path), agent.replay_writer.state_arrays())
-        checkpoint.save_checkpoint(
-            path,
-            agent_name,
-            environment_id,
-            iteration,
-            agent.state_dict(),
-            state.state_dict(),
-            config=dataclasses.asdict(config),
-        )
+        try:
+            if getattr(config, "checkpoint_replay", False):
+                checkpoint.save_arrays(checkpoint.replay_path(path), agent.replay_writer.state_arrays())
+            checkpoint.save_checkpoint(
+                path,
+                agent_name,
+                environment_id,
+                iteration,
+                agent.state_dict(),
+                state.state_dict(),
+                config=dataclasses.asdict(config),
+            )
+        except DiskFullError as e:
+            if getattr(config, "checkpoint_replay", False) and os.path.exists(checkpoint.replay_path(path)):
+                os.remove(checkpoint.replay_path(path))  # GBs, and no checkpoint of its own
+            last = checkpoint.find_latest_checkpoint(checkpoint_folder, agent_name, env_name)
+            print(
+                f"warning: {e}; skipped saving iteration {iteration}"
+                + (f"; the last good checkpoint, {last}, is intact and --resume continues it" if last else "")
+                + "; the run goes on and saves again after the next iteration",
+                file=sys.stderr,
+            )
+            return None
         if state.best_iteration == iteration and not interrupted:
             best = checkpoint.best_checkpoint_path(checkpoint_folder, agent_name, env_name)
-            checkpoint.copy_checkpoint(path, best)
+            try:
+                checkpoint.copy_checkpoint(path, best)
+            except DiskFullError as e:
+                print(f"warning: {e}; {best} still holds an earlier best iteration", file=sys.stderr)
         # Superseded now: the interrupted checkpoints this one continues, and every earlier replay file.
         stale = [
             checkpoint.interrupted_checkpoint_path(checkpoint_folder, agent_name, env_name, i)

@@ -2,8 +2,11 @@
 unpickling, and a resumed agent that learns exactly as the uninterrupted one."""
 
 import dataclasses
+import errno
 import importlib
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -191,3 +194,109 @@ def test_a_replay_file_with_a_flipped_bit_is_refused_as_damaged(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(DamagedFileError, match=r"x\.replay\.npz is damaged: .* CRC-32"):
         checkpoint.load_arrays(str(path))
+
+
+@pytest.mark.smoke
+def test_a_full_disk_skips_that_save_with_a_warning_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    dqn_train = importlib.import_module("deep_rl_zoo.dqn.train")
+    config = dqn_train.DqnConfig(
+        num_iterations=4,
+        num_train_steps=200,
+        num_eval_steps=50,
+        replay_capacity=1000,
+        min_replay_size=100,
+        batch_size=16,
+        checkpoint_replay=True,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    # The disk is full while iteration 1's replay and iteration 2's checkpoint are written.
+    full_for = ("DQN_CartPole-v1_1.replay.npz", "DQN_CartPole-v1_2.ckpt")
+    replace = os.replace
+
+    def replace_on_a_full_disk(source, destination):
+        if os.path.basename(destination) in full_for:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", replace_on_a_full_disk)
+    dqn_train.main(config)
+    captured = capsys.readouterr()
+    (run_folder,) = os.listdir(tmp_path / "checkpoints")
+    folder = tmp_path / "checkpoints" / run_folder
+    warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: no room to write {folder}/DQN_CartPole-v1_1.replay.npz: No space left on device; skipped "
+        f"saving iteration 1; the last good checkpoint, {folder}/DQN_CartPole-v1_0.ckpt, is intact and --resume "
+        "continues it; the run goes on and saves again after the next iteration",
+        f"warning: no room to write {folder}/DQN_CartPole-v1_2.ckpt: No space left on device; skipped "
+        f"saving iteration 2; the last good checkpoint, {folder}/DQN_CartPole-v1_0.ckpt, is intact and --resume "
+        "continues it; the run goes on and saves again after the next iteration",
+    ]
+    assert "iteration 2: " in captured.out and "not saved (no room, see the warning)" in captured.out
+    # No temporary file, no replay without its checkpoint; iteration 3 saved once there was room again.
+    assert sorted(name for name in os.listdir(folder) if "best" not in name) == [
+        "DQN_CartPole-v1_0.ckpt",
+        "DQN_CartPole-v1_3.ckpt",
+        "DQN_CartPole-v1_3.replay.npz",
+    ]
+
+
+def _limit_file_size(max_bytes: int) -> None:
+    import resource  # POSIX only
+
+    # A write past the limit fails with EFBIG (Python ignores SIGXFSZ, which would kill the process).
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, resource.RLIM_INFINITY))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="sets a file-size limit in the child (POSIX)")
+def test_a_file_size_limit_in_a_real_run_keeps_the_last_good_checkpoint_for_resume(tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "deep_rl_zoo.dqn.run_classic",
+        "--num_train_steps=200",
+        "--num_eval_steps=50",
+        "--min_replay_size=100",
+        "--batch_size=16",
+        "--checkpoint_replay",
+        f"--checkpoint_dir={tmp_path / 'checkpoints'}",
+        f"--runs_dir={tmp_path / 'runs'}",
+        "--nouse_tensorboard",
+        "--noshow_progress",
+        "--nostop_when_solved",
+    ]
+
+    def run(num_iterations, resume, limit=None):
+        flags = [f"--num_iterations={num_iterations}"] + (["--resume"] if resume else [])
+        return subprocess.run(
+            command + flags,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            preexec_fn=(lambda: _limit_file_size(limit)) if limit else None,
+        )
+
+    first = run(1, resume=False)
+    assert first.returncode == 0, first.stderr[-2000:]
+    folder = next((tmp_path / "checkpoints").iterdir())
+    good = folder / "DQN_CartPole-v1_0.ckpt"
+    good_bytes = good.read_bytes()
+    # A limit far below a checkpoint's size: every save of two more iterations fails, the run goes on.
+    full = run(3, resume=True, limit=20_000)
+    assert full.returncode == 0, full.stderr[-2000:]
+    warnings = [line for line in full.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 2 and all(
+        "File too large" in w and f"checkpoint, {good}, is intact" in w for w in warnings
+    )
+    assert good.read_bytes() == good_bytes
+    assert not [name for name in os.listdir(folder) if name.startswith(".tmp-")]
+    resumed = run(2, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resuming from {good}" in resumed.stderr
+    assert "restored" in resumed.stderr  # iteration 0's replay file was kept with its checkpoint

@@ -38,7 +38,7 @@ def run_distributed_training_iterations(
     eval_env: gym.Env,
     seed: int,
     logger: trackers.RunLogger,
-    save_checkpoint: Callable[[int, LoopState], str],
+    save_checkpoint: Callable[[int, LoopState], str | None],
     loop_state: LoopState,
     solved_return: float | None = None,
     solved_min_episodes: int = SOLVED_MIN_EPISODES,
