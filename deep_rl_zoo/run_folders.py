@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from deep_rl_zoo import checkpoint, main_loop, trackers
 from deep_rl_zoo.config import RunConfig, field
-from deep_rl_zoo.errors import CheckpointError, ConfigError, DamagedFileError, DiskFullError
+from deep_rl_zoo.errors import CheckpointError, ConfigError, DamagedFileError, DiskFullError, ZooError
 
 
 class ResumePoint(NamedTuple):
@@ -43,11 +43,74 @@ def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: s
     return ResumePoint(payload, path, os.path.dirname(path))
 
 
+# Flags that say where a run writes and how long it goes on, never what its agent holds.
+_RUN_CONTROL_FLAGS = frozenset(
+    {
+        "resume",
+        "num_iterations",
+        "checkpoint_dir",
+        "runs_dir",
+        "results_csv_path",
+        "use_tensorboard",
+        "show_progress",
+        "tag",
+        "load_checkpoint_file",
+        "debug_screenshots_interval",
+    }
+)
+
+
+def _plain(value: Any) -> Any:
+    """A flag's value as the checkpoint keeps it (tuples may come back as lists)."""
+    return tuple(_plain(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def changed_flags(config: RunConfig, saved_config: dict) -> list[str]:
+    """`--name=now (was saved)` for each flag of the agent that differs from the checkpoint's."""
+    now = dataclasses.asdict(config)
+    return [
+        f"--{name}={_plain(now[name])} (was {_plain(saved)})"
+        for name, saved in saved_config.items()
+        if name in now and name not in _RUN_CONTROL_FLAGS and _plain(now[name]) != _plain(saved)
+    ]
+
+
+def does_not_fit(config: RunConfig, resume: ResumePoint, what: str, error: Exception) -> CheckpointError:
+    """The one-line refusal of a checkpoint whose `what` does not fit this run, naming the flags that
+    differ from the checkpoint's (one of them is the reason) and both of their values."""
+    now = dataclasses.asdict(config)
+    differing = [
+        f"--{name}={_plain(saved)} in the checkpoint, {_plain(now[name])} now"
+        for name, saved in resume.payload.get("config", {}).items()
+        if name in now and name not in _RUN_CONTROL_FLAGS and _plain(now[name]) != _plain(saved)
+    ]
+    detail = str(error).strip().splitlines()[0][:150] if str(error).strip() else type(error).__name__
+    if differing:
+        return CheckpointError(
+            f"--resume: {resume.path}'s {what} does not fit this run's flags: {'; '.join(differing)}; resume "
+            f"with the checkpoint's values (its run's config.txt) ({detail})"
+        )
+    return CheckpointError(f"--resume: {resume.path}'s {what} does not fit this run ({detail})")
+
+
 def restore_or_start(config: RunConfig, agent: Any, resume: ResumePoint | None) -> main_loop.LoopState:
-    """Loads the agent's state and the loop's position from a resume checkpoint, or starts afresh."""
+    """Loads the agent's state and the loop's position from a resume checkpoint, or starts afresh.
+
+    The run takes the flags given now: one that changes what the agent holds (a network's sizes, NGU's
+    --num_actors) is refused in one line naming it, before any work; any other (a learning rate, most
+    agents' --num_actors) applies from the resumed iteration on, and is listed in a note.
+    """
     if resume is None:
         return main_loop.LoopState()
-    agent.load_state_dict(resume.payload["agent"])
+    try:
+        agent.load_state_dict(resume.payload["agent"])
+    except ZooError:
+        raise  # an agent's own one-line refusal (NGU's --num_actors)
+    except (RuntimeError, ValueError, KeyError, IndexError, TypeError) as e:
+        raise does_not_fit(config, resume, "saved agent", e) from None
+    changed = changed_flags(config, resume.payload.get("config", {}))
+    if changed:
+        print(f"--resume: flags changed since the checkpoint: {', '.join(changed)}", file=sys.stderr)
     loop_state = main_loop.LoopState.from_state_dict(resume.payload["loop"])
     if loop_state.next_iteration >= config.num_iterations:
         raise ConfigError(
@@ -117,8 +180,8 @@ def restore_replay(config: RunConfig, agent_name: str, agent: Any, resume: Resum
     except DamagedFileError as e:
         print(f"--checkpoint_replay: {e}; the replay starts empty", file=sys.stderr)
         return
-    except ValueError as e:
-        raise CheckpointError(f"{path} does not fit this run's replay: {e}") from None
+    except (ValueError, KeyError) as e:
+        raise does_not_fit(config, resume, "replay file", e) from None
     print(f"restored {agent.replay_writer.replay.size} transitions from {path}", file=sys.stderr)
 
 

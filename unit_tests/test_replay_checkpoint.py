@@ -300,3 +300,39 @@ def test_a_file_size_limit_in_a_real_run_keeps_the_last_good_checkpoint_for_resu
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"resuming from {good}" in resumed.stderr
     assert "restored" in resumed.stderr  # iteration 0's replay file was kept with its checkpoint
+
+
+@pytest.mark.smoke
+def test_resume_with_other_flags_adapts_or_refuses_in_one_line_naming_the_flag(tmp_path, capsys):
+    dqn_train = importlib.import_module("deep_rl_zoo.dqn.train")
+    config = dqn_train.DqnConfig(
+        num_iterations=1,
+        num_train_steps=200,
+        num_eval_steps=50,
+        replay_capacity=1000,
+        min_replay_size=100,
+        batch_size=16,
+        checkpoint_replay=True,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        runs_dir=str(tmp_path / "runs"),
+        use_tensorboard=False,
+        show_progress=False,
+        stop_when_solved=False,
+    )
+    dqn_train.main(config)
+    again = dataclasses.replace(config, num_iterations=2, resume=True)
+    # The network's shape: refused before any work, naming the flag and both values.
+    with pytest.raises(CheckpointError) as error:
+        dqn_train.main(dataclasses.replace(again, hidden_sizes=(32,)))
+    assert "\n" not in str(error.value)
+    assert "--hidden_sizes=(128, 128) in the checkpoint, (32,) now" in str(error.value)
+    # The replay's capacity: the 200 saved transitions do not fit a replay of 150.
+    with pytest.raises(CheckpointError, match=r"--replay_capacity=1000 in the checkpoint, 150 now"):
+        dqn_train.main(dataclasses.replace(again, replay_capacity=150))
+    capsys.readouterr()
+    # A learning rate: adapts, and says so.
+    dqn_train.main(dataclasses.replace(again, learning_rate=1e-3))
+    assert (
+        "--resume: flags changed since the checkpoint: --learning_rate=0.001 (was 0.002)"
+        in capsys.readouterr().err
+    )
