@@ -478,6 +478,44 @@ def test_on_policy_learner_gets_only_data_of_the_newest_parameters_but_every_env
     )
 
 
+class _OwingLearner(_FakeLearner):
+    """Owes 1,000 gradient steps per learner step; a stop request arrives during its 3rd."""
+
+    def __init__(self, stop):
+        super().__init__(num_actors=2, synchronous=False)
+        self.should_stop = lambda: False  # the loop sets it
+        self.gradient_steps = 0
+        self._stop = stop
+
+    def learn(self, payloads):
+        super().learn(payloads)
+        for _ in range(1000):
+            if self.should_stop():
+                return
+            self.gradient_steps += 1
+            if self.gradient_steps == 3:
+                self._stop.signal = signal.SIGTERM
+
+
+def test_a_stop_request_reaches_a_learner_owing_gradient_steps_and_the_run_saves_and_stops(tmp_path):
+    stop = main_loop.StopRequest()
+    learner = _OwingLearner(stop)
+    runtime = _ScriptedRuntime([_message(0, 1), _message(1, 1)])
+    logger = trackers.RunLogger(
+        str(tmp_path), use_tensorboard=False, results_csv_path=str(tmp_path / "r.csv")
+    )
+    saved = []
+    with pytest.raises(errors.RunInterrupted, match="stopped in iteration 0"):
+        run_distributed_training_iterations(
+            num_iterations=1, num_train_steps=1000, num_eval_steps=5, learner=learner, runtime=runtime,
+            eval_agent=_RandomAgent(), eval_env=None, seed=0, logger=logger,
+            save_checkpoint=lambda iteration, state, interrupted=False: saved.append(interrupted) or "x.ckpt",
+            loop_state=main_loop.LoopState(), show_progress=False, stop=stop,
+        )  # fmt: skip
+    logger.close()
+    assert learner.gradient_steps == 3 and saved == [True]  # not the 997 steps still owed
+
+
 def test_off_policy_learner_gets_everything_and_the_loop_reports_the_lag(tmp_path):
     runtime = _ScriptedRuntime([_message(0, 1), _message(1, 1), _message(0, 1), _message(1, 2)])
     learner = _RecordingLearner(on_policy=False)

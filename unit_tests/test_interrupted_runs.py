@@ -301,3 +301,51 @@ def test_ctrl_c_on_a_distributed_script_saves_it_and_leaves_no_process(tmp_path)
     while _processes_in_group(process.pid) and not gone.passed():
         time.sleep(0.2)
     assert _processes_in_group(process.pid) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("package", "agent_name", "flags"),
+    [
+        # A replay ratio of 100 gradient steps per env step received: one learner step owes hundreds.
+        ("r2d2", "R2D2", ["--updates_per_env_step=100", "--min_replay_size=100", "--batch_size=8"]),
+        ("sac", "SAC", ["--updates_per_env_step=100", "--min_replay_size=100", "--batch_size=8"]),
+    ],
+)
+def test_sigterm_is_obeyed_within_10_s_by_a_learner_owing_many_gradient_steps(
+    tmp_path, package, agent_name, flags
+):
+    import subprocess
+    import sys
+    import time
+
+    from unit_tests.deadlines import Deadline, under_load
+
+    command = [sys.executable, "-m", f"deep_rl_zoo.{package}.run_classic", "--num_actors=2", *flags]
+    command += ["--num_iterations=1000", "--num_train_steps=100000"]
+    command += ["--nouse_tensorboard", "--noshow_progress"]
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    process = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": repo_root},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        started = Deadline(120)
+        while not (tmp_path / "runs").exists():  # the run opened its folders; the actors start now
+            assert process.poll() is None and not started.passed()
+            time.sleep(0.2)
+        time.sleep(under_load(8))  # the replay fills (100 steps) and the learner owes its steps
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, stderr = process.communicate(timeout=under_load(60))
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "which --resume continues" in stderr
+    assert took < under_load(10), f"SIGTERM took {took:.1f} s to stop the run"

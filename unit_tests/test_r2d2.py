@@ -704,3 +704,14 @@ def test_r2d2_learns_cartpole(tmp_path):
     assert last_eval >= 100, (
         f"R2D2 reached a greedy mean return of only {last_eval} on CartPole-v1 in 5k steps"
     )
+
+
+def test_a_stop_request_ends_the_gradient_steps_owed_and_the_checkpoint_keeps_the_rest():
+    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0))
+    learner = _learner(replay)
+    _fill(replay, learner, num_blocks=3)  # 3 gradient steps taken (see the test above)
+    learner._update_credit = 1000.0  # e.g. a high --updates_per_env_step on a slow learner
+    learner.should_stop = lambda: learner.learner_steps >= 5  # Ctrl-C arrives during the 5th step
+    learner.learn([_block(0, [1, 2], first=[False, False])])  # + 2 steps x 0.5 = 1 more owed
+    assert learner.learner_steps == 5  # returned after the step in progress, not 1004 steps later
+    assert learner.state_dict()["update_credit"] == 1001.0 - 2  # what --resume still owes

@@ -44,6 +44,7 @@ On a workstation: 16 actors, a 1M-step replay and fewer gradient steps per env s
 """
 
 import copy
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -320,6 +321,9 @@ class R2d2:
         self._env_steps = 0  # env steps received
         self._learner_steps = 0  # gradient steps
         self._update_credit = 0.0  # gradient steps owed, carried over between blocks
+        # Set by the distributed loop to its stop request (Ctrl-C, SIGTERM): the steps still owed are
+        # left in the credit, which the checkpoint keeps, so a stop never waits for all of them.
+        self.should_stop: Callable[[], bool] = lambda: False
         self._statistics: dict[str, float] = {}
 
     @property
@@ -344,7 +348,7 @@ class R2d2:
             self._env_steps += len(block.first)
             if self._ready():
                 self._update_credit += len(block.first) * self._updates_per_env_step
-        while self._update_credit >= 1.0:
+        while self._update_credit >= 1.0 and not self.should_stop():
             self._update_credit -= 1.0
             self.gradient_step()
 

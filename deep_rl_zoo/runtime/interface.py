@@ -111,7 +111,11 @@ class DistributedLearner(Protocol):
         """The module published to the actors after every learner step."""
 
     def learn(self, payloads: list) -> None:
-        """One learner step from `messages_per_step` payloads (in arrival order)."""
+        """One learner step from `messages_per_step` payloads (in arrival order).
+
+        A learner whose step can take many gradient steps (a replay ratio's credit: R2D2, NGU, SAC) has a
+        `should_stop: Callable[[], bool]` attribute, which the loop sets to its stop request; `learn`
+        then returns after the gradient step in progress, the rest owed kept in its state."""
 
     @property
     def statistics(self) -> dict[str, float]: ...

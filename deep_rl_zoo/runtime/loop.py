@@ -61,6 +61,8 @@ def run_distributed_training_iterations(
     double-counted. Every env step an actor reports counts on the x-axis; an on-policy learner is given
     only payloads of the newest parameters (others arise only after an actor restart, and are dropped).
     """
+    if stop is not None and hasattr(learner, "should_stop"):
+        learner.should_stop = lambda: stop.requested  # learners owing many gradient steps stop between two
     eval_stats = trackers.PhaseStats()
     last_learner_log = loop_state.train_env_steps // LEARNER_LOG_INTERVAL
     warm_up = WarmUpNotice(learner.statistics)

@@ -19,6 +19,8 @@ stack exactly, reset padding included), then the newest frame of every later obs
 The replay then stores transitions (h_t, a_t, r_{t+1}, discount, h_{t+1}) of handles.
 """
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -97,6 +99,8 @@ class Sac:
         self._env_steps = 0  # env steps received
         self._learner_steps = 0  # gradient steps
         self._update_credit = 0.0  # gradient steps owed, carried over between chunks
+        # Set by the distributed loop to its stop request: steps still owed stay in the saved credit.
+        self.should_stop: Callable[[], bool] = lambda: False
         # NaN until the first update, so that every row of results.csv has the same columns.
         self._statistics = dict.fromkeys(
             (
@@ -121,7 +125,7 @@ class Sac:
             self._env_steps += len(chunk.reward)
             if self._replay.size >= self._min_replay_size:
                 self._update_credit += len(chunk.reward) * self._updates_per_env_step
-        while self._update_credit >= 1.0:
+        while self._update_credit >= 1.0 and not self.should_stop():
             self._update_credit -= 1.0
             self._gradient_step()
 
