@@ -2,6 +2,7 @@
 with normaliser statistics, bad input, and a learning test on CartPole."""
 
 import dataclasses
+import importlib
 import os
 
 import gymnasium as gym
@@ -437,3 +438,26 @@ def test_run_continuous_trains_mujoco_and_box2d_tasks(tmp_path, environment_name
     assert os.path.isfile(
         tmp_path / "checkpoints" / f"PPO_{environment_name}" / f"PPO_{environment_name}_0.ckpt"
     )
+
+
+@pytest.mark.parametrize("package", ["ppo", "ppo_rnd", "ppo_icm"])
+def test_a_stop_request_ends_an_update_after_the_minibatch_in_progress(tmp_path, package):
+    module = importlib.import_module(f"deep_rl_zoo.{package}.train")
+    config_class = {"ppo": "PpoConfig", "ppo_rnd": "PpoRndConfig", "ppo_icm": "PpoIcmConfig"}[package]
+    extra = {"observation_warmup_steps": 0} if package == "ppo_rnd" else {}  # RND: learn from the first batch
+    config = getattr(module, config_class)(
+        num_actors=2,
+        unroll_length=16,
+        num_epochs=4,
+        minibatch_size=8,
+        checkpoint_dir=str(tmp_path / "c"),
+        **extra,
+    )
+    learner = module.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
+    steps = []
+    learner.should_stop = lambda: len(steps) >= 3  # Ctrl-C during the 3rd of 4 x 4 = 16 minibatches
+    optimizer = learner._optimisation._optimizer
+    step = optimizer.step
+    optimizer.step = lambda *a, **k: steps.append(1) or step(*a, **k)
+    learner.learn([_random_unroll(0, 16), _random_unroll(1, 16)])
+    assert len(steps) == 3

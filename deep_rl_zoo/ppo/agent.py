@@ -71,6 +71,9 @@ class PpoOptimisation:
         """
         self._optimizer = optimizer
         self._parameter_groups = parameter_groups
+        # The distributed loop's stop request (Ctrl-C, SIGTERM), through the learner's `should_stop`: an
+        # update ends after the minibatch in progress (an Atari update on a CPU takes tens of seconds).
+        self.should_stop: Callable[[], bool] = lambda: False
         self._num_epochs = num_epochs
         self._minibatch_size = minibatch_size
         self._clip_epsilon = clip_epsilon
@@ -121,11 +124,15 @@ class PpoOptimisation:
         sums: dict[str, float] = {}
         num_minibatches = 0
         for _ in range(self._num_epochs):
+            if self.should_stop():
+                break
             order = torch.as_tensor(self.rng.permutation(num_transitions), device=self._device)
             for start in range(0, num_transitions, self._minibatch_size):
                 index = order[start : start + self._minibatch_size]
                 if index.numel() < 2:
                     continue  # a normalised advantage needs two samples
+                if self.should_stop():
+                    break  # the rest of the update is dropped with the batch: the run saves and stops
                 loss, statistics = minibatch_loss(index)
                 loss_value, grad_norm = gradient_step(
                     loss, self._optimizer, self._parameter_groups, self._max_grad_norm, self.learner_steps + 1
@@ -244,6 +251,15 @@ class Ppo:
     @property
     def shared_module(self) -> nn.Module:
         return self._network
+
+    @property
+    def should_stop(self) -> Callable[[], bool]:
+        """The distributed loop sets it to its stop request: an update ends after its minibatch in progress."""
+        return self._optimisation.should_stop
+
+    @should_stop.setter
+    def should_stop(self, check: Callable[[], bool]) -> None:
+        self._optimisation.should_stop = check
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         batch = sorted_batch(payloads, self._reward_scaler, self._device)

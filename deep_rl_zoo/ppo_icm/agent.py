@@ -23,6 +23,8 @@ clipped to its own norm, so a constant factor on either loss would change nothin
 the running std of its discounted return, as in RND, so that eta does not depend on the feature scale.
 """
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -152,6 +154,15 @@ class PpoIcm:
         summed = batch._replace(reward=batch.reward + r_int)
         advantages, targets = unrolls.advantages_and_returns(summed, values, self._discount, self._gae_lambda)
         return advantages, targets, values, r_int
+
+    @property
+    def should_stop(self) -> Callable[[], bool]:
+        """The distributed loop sets it to its stop request: an update ends after its minibatch in progress."""
+        return self._optimisation.should_stop
+
+    @should_stop.setter
+    def should_stop(self, check: Callable[[], bool]) -> None:
+        self._optimisation.should_stop = check
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         batch = sorted_batch(payloads, self._extrinsic_reward_scaler, self._device)

@@ -26,6 +26,7 @@ on the reset pair (the paper's vectorised envs skip the terminal observation ins
 the last state of the episode, which `unrolls` does for every agent).
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -148,6 +149,15 @@ class PpoRnd:
     @property
     def shared_module(self) -> nn.Module:
         return self._network
+
+    @property
+    def should_stop(self) -> Callable[[], bool]:
+        """The distributed loop sets it to its stop request: an update ends after its minibatch in progress."""
+        return self._optimisation.should_stop
+
+    @should_stop.setter
+    def should_stop(self, check: Callable[[], bool]) -> None:
+        self._optimisation.should_stop = check
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         batch = sorted_batch(payloads, self._extrinsic_reward_scaler, self._device)
