@@ -183,8 +183,7 @@ class ActorLinkBase(abc.ABC):
 
     # --- what a backend provides ---
 
-    @abc.abstractmethod
-    def alive(self) -> None:
+    def alive(self) -> None:  # noqa: B027 - optional: a no-op for links that no runtime watches
         """Tells the runtime this actor is making progress (an env step, a wake-up while it waits): one
         silent for --actor_timeout is hung. Backends that watch for hung actors override this."""
 
