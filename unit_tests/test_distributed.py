@@ -690,6 +690,21 @@ def test_a_non_positive_actor_timeout_is_a_one_line_config_error():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
+def test_closing_with_a_hung_actor_kills_it_at_once_instead_of_waiting_for_it():
+    runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
+    with runtime:
+        runtime.get()
+        hung = runtime.processes[1].pid
+        os.kill(hung, signal.SIGSTOP)
+        time.sleep(3)  # silent for more than 2 s
+        closing = time.monotonic()
+    took = time.monotonic() - closing
+    assert took < 2 + under_load(2), f"closing took {took:.1f} s (a stopped actor ignores EOF and SIGTERM)"
+    assert not _running(hung)
+
+
+@pytest.mark.slow
 def test_past_max_actor_restarts_the_run_stops_within_seconds_naming_the_actor():
     runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
     with pytest.raises(ActorError, match=r"actor 1 was killed by signal SIGKILL; no restarts left \(1 of"):

@@ -498,7 +498,12 @@ class LocalActorRuntime:
     # --- stopping ---
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Stops every actor: EOF on its wake pipe, up to `timeout_s` to exit, then terminate, then kill."""
+        """Stops every actor: EOF on its wake pipe, up to `timeout_s` to exit, then terminate, then kill.
+
+        An actor silent for over 2 x WAIT_SLICE_S (stopped, hung: one that acts or waits shows a sign
+        of life at least every WAIT_SLICE_S) is killed at once: it would not read the EOF, and a
+        stopped process does not even act on SIGTERM, so a Ctrl-C would wait `timeout_s` + 2 s for it.
+        """
         if self._closed:
             return
         self._closed = True
@@ -507,8 +512,10 @@ class LocalActorRuntime:
             if slot is not None and slot.process.exitcode is not None:
                 report_death_at_close(index, self._how_it_ended(index))
         slots = [slot for slot in self._slots if slot is not None]
-        for slot in slots:
+        for index, slot in enumerate(self._slots):
             slot.wake.close()  # the actors read EOF: stop
+            if time.monotonic() - self._alive_at[index] > 2 * WAIT_SLICE_S:
+                slot.process.kill()
         deadline = time.monotonic() + timeout_s
         for slot in slots:
             slot.process.join(timeout=max(0.0, deadline - time.monotonic()))
