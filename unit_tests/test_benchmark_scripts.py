@@ -2,7 +2,10 @@
 
 import importlib.util
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -141,3 +144,20 @@ def test_time_to_score_run_stops_the_training_at_the_target_and_reports_it(tmp_p
     )
     assert "--target_return=5.0" in summary["command"]
     assert (out / "train.log").read_text().count("iteration 0:") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not hasattr(os, "getloadavg") or not os.path.exists("/proc/self/stat"), reason="Linux /proc"
+)
+def test_chaos_short_survives_and_reports_every_fault():
+    """benchmarks/chaos.py --short: killed and hung actors, SIGTERM, a torn checkpoint, --resume (~3 min)."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "chaos.py"), "--short"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "PYTHONPATH": str(BENCHMARKS.parent)},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "FAIL" not in result.stdout and result.stdout.count("PASS") == 6
