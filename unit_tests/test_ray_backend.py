@@ -238,3 +238,30 @@ def _kill_everything_in(namespace: str | None) -> None:
                     os.kill(int(entry), signal.SIGKILL)
             except (FileNotFoundError, ProcessLookupError, PermissionError):
                 pass
+
+
+@pytest.mark.smoke
+@_NEEDS_RAY
+@_NEEDS_NAMESPACE
+def test_script_on_ray_replaces_a_hung_ray_actor(tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    driver = f"""
+        {sys.executable} -m deep_rl_zoo.impala.run_classic --backend=ray --ray_address=$ADDRESS \\
+            --ray_actor_resource=actor_node --num_actors=2 --unroll_length=16 --num_iterations=1000 \\
+            --num_train_steps=1000 --num_eval_steps=100 --checkpoint_dir={checkpoints} --actor_timeout=5 \\
+            --runs_dir={tmp_path}/runs --nouse_tensorboard --noshow_progress --nostop_when_solved \\
+            --noactors_on_gpu > {tmp_path}/run.log 2>&1 &
+        run=$!
+        until ls {checkpoints}/*/*_0.ckpt > /dev/null 2>&1; do kill -0 $run; sleep 0.05; done
+        namespace=$(readlink /proc/self/ns/net)
+        for pid in $(pgrep -f '^ray::_ActorBody' || true); do  # a Ray actor of this run (this namespace)
+            if [ "$(readlink /proc/$pid/ns/net)" = "$namespace" ]; then kill -STOP $pid; break; fi
+        done
+        until grep -q "restarted it with seed" {tmp_path}/run.log; do kill -0 $run; sleep 0.2; done
+        kill -TERM $run
+        wait $run || true
+        cat {tmp_path}/run.log
+        """
+    output = _run_on_a_two_node_cluster(tmp_path, driver)
+    hung = r"actor \d showed no sign of life for \d+ s \(--actor_timeout=5\), so it was killed; restarted"
+    assert len(re.findall(hung, output)) == 1, output[-3000:]  # the stopped one, and no other

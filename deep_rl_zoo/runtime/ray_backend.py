@@ -288,13 +288,17 @@ class RayActorRuntime:
     def get(self) -> ActorMessage:
         ray = self._ray
         while True:
+            self._replace_unanswering()  # first: the other actors' messages must not hide a hung one
             ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=WAIT_SLICE_S)
             for ref in ready:
                 index = self._pending.pop(ref)
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayActorError as e:
-                    self._replace(index, f"died ({type(e).__name__})", kill=False)
+                    # Unavailable: Ray cannot reach a process that may still live (stopped, a stuck node),
+                    # and will not restart it unless it is killed. Otherwise Ray is restarting it already.
+                    unavailable = type(e).__name__ == "ActorUnavailableError"
+                    self._replace(index, f"died ({type(e).__name__})", kill=unavailable)
                     continue
                 how = self._death(index, result)
                 if how is not None:
@@ -303,16 +307,24 @@ class RayActorRuntime:
                 self._ask(index)
                 if result is not None:
                     return result
-            self._replace_unanswering()
 
     def _replace_unanswering(self) -> None:
         """Replaces the actors that have not answered next_message (which answers within WAIT_SLICE_S)
         for the actor timeout: a stopped process, a stuck node."""
-        for ref, index in list(self._pending.items()):
-            silent_s = time.monotonic() - self._asked_at[index]
-            if silent_s > self._actor_timeout_s:
-                del self._pending[ref]
-                self._replace(index, self._hung(silent_s), kill=True)
+        overdue = [
+            ref for ref, index in self._pending.items() if self._silent_s(index) > self._actor_timeout_s
+        ]
+        if not overdue:
+            return
+        # An answer that came while the driver was busy elsewhere (evaluating, restarting another actor)
+        # is not a hang: only calls still unanswered now are.
+        _, unanswered = self._ray.wait(overdue, num_returns=len(overdue), timeout=0)
+        for ref in unanswered:
+            index = self._pending.pop(ref)
+            self._replace(index, self._hung(self._silent_s(index)), kill=True)
+
+    def _silent_s(self, index: int) -> float:
+        return time.monotonic() - self._asked_at[index]
 
     def _hung(self, silent_s: float) -> str:
         return f"showed no sign of life for {silent_s:.0f} s (--actor_timeout={self._actor_timeout_s:g}), so it was killed"
