@@ -345,7 +345,6 @@ class LocalActorRuntime:
         os.set_blocking(messages_read.fileno(), False)
         os.set_blocking(wake_write.fileno(), False)
         self._consumed[index] = 0
-        self._alive_at[index] = time.monotonic()  # building the actor counts against its timeout
         channels = _ActorChannels(
             self._parameters, messages_write, wake_read, self._consumed, self._max_in_flight, self._alive_at
         )
@@ -368,6 +367,9 @@ class LocalActorRuntime:
             # The actor's ends now live only in the actor: EOF then means exactly that it is gone.
             messages_write.close()
             wake_read.close()
+        # Stamped once started: the first start waits for the fork server's imports (seconds), which
+        # are not the actor's; building the actor does count against its timeout.
+        self._alive_at[index] = time.monotonic()
         self.started_pids.append(process.pid)
         self._slots[index] = _Slot(process, messages_read, wake_write, generation)
 
