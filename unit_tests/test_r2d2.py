@@ -707,7 +707,7 @@ def test_r2d2_learns_cartpole(tmp_path):
 
 
 def test_a_stop_request_ends_the_gradient_steps_owed_and_the_checkpoint_keeps_the_rest():
-    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0))
+    replay = PrioritizedSequenceReplay(100, 4, 0.9, np.random.default_rng(0), period=2)
     learner = _learner(replay)
     _fill(replay, learner, num_blocks=3)  # 3 gradient steps taken (see the test above)
     learner._update_credit = 1000.0  # e.g. a high --updates_per_env_step on a slow learner
