@@ -11,6 +11,22 @@ from torch import nn
 from deep_rl_zoo.networks import common
 
 
+def torso_and_width(observation_shape: Sequence[int], hidden_sizes: Sequence[int]) -> tuple[nn.Module, int]:
+    """A Q-network's torso, the Nature CNN on frames or an MLP on vectors, and its output width."""
+    if common.is_image_observation(observation_shape):
+        torso = common.NatureCnnTorso(observation_shape)
+        return torso, torso.output_size
+    return common.mlp(int(observation_shape[0]), hidden_sizes), hidden_sizes[-1]
+
+
+def zero_lstm_state(
+    lstm: nn.LSTM, batch_size: int, device: torch.device | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The all-zero state (h, c), each [1, B, H], of `lstm` at an episode's start."""
+    zeros = torch.zeros(1, batch_size, lstm.hidden_size, device=device)
+    return zeros, zeros.clone()
+
+
 class QNetworkOutput(NamedTuple):
     q_values: torch.Tensor  # [B, A]
 
@@ -82,12 +98,7 @@ class QrQNetwork(nn.Module):
         hidden_sizes: Sequence[int] = (128, 128),
     ):
         super().__init__()
-        if common.is_image_observation(observation_shape):
-            self.torso = common.NatureCnnTorso(observation_shape)
-            size = self.torso.output_size
-        else:
-            self.torso = common.mlp(int(observation_shape[0]), hidden_sizes)
-            size = hidden_sizes[-1]
+        self.torso, size = torso_and_width(observation_shape, hidden_sizes)
         self.head = _QuantileHead(size, num_actions, num_quantiles)
         self._image = common.is_image_observation(observation_shape)
 
@@ -114,12 +125,7 @@ class IqnNetwork(nn.Module):
     ):
         super().__init__()
         self._image = common.is_image_observation(observation_shape)
-        if self._image:
-            self.torso = common.NatureCnnTorso(observation_shape)
-            size = self.torso.output_size
-        else:
-            self.torso = common.mlp(int(observation_shape[0]), hidden_sizes)
-            size = hidden_sizes[-1]
+        self.torso, size = torso_and_width(observation_shape, hidden_sizes)
         self.register_buffer(
             "cosine_frequencies", torch.arange(1, embedding_size + 1, dtype=torch.float32) * torch.pi
         )
@@ -163,12 +169,7 @@ class DrqnNetwork(nn.Module):
     ):
         super().__init__()
         self._image = common.is_image_observation(observation_shape)
-        if self._image:
-            self.torso = common.NatureCnnTorso(observation_shape)
-            size = self.torso.output_size
-        else:
-            self.torso = common.mlp(int(observation_shape[0]), hidden_sizes)
-            size = hidden_sizes[-1]
+        self.torso, size = torso_and_width(observation_shape, hidden_sizes)
         self.lstm = nn.LSTM(size, lstm_size)
         self.post_lstm = common.mlp(lstm_size, head_hidden_sizes)  # empty Sequential: identity
         self.head = nn.Linear(head_hidden_sizes[-1] if head_hidden_sizes else lstm_size, num_actions)
@@ -177,8 +178,7 @@ class DrqnNetwork(nn.Module):
         self, batch_size: int, device: torch.device | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The all-zero LSTM state of an episode's start, (h, c) each [1, B, H]."""
-        zeros = torch.zeros(1, batch_size, self.lstm.hidden_size, device=device)
-        return zeros, zeros.clone()
+        return zero_lstm_state(self.lstm, batch_size, device)
 
     def forward(
         self,
@@ -249,12 +249,7 @@ class RecurrentQNetwork(nn.Module):
         self.num_actions = num_actions
         self.num_policies = num_policies
         self._image = common.is_image_observation(observation_shape)
-        if self._image:
-            self.torso = common.NatureCnnTorso(observation_shape)
-            size = self.torso.output_size
-        else:
-            self.torso = common.mlp(int(observation_shape[0]), hidden_sizes)
-            size = hidden_sizes[-1]
+        self.torso, size = torso_and_width(observation_shape, hidden_sizes)
         policy_inputs = num_policies + 1 if num_policies else 0  # one-hot j and r^i
         self.lstm = nn.LSTM(size + num_actions + 1 + policy_inputs, lstm_size)
         self.post_lstm = common.mlp(lstm_size, head_hidden_sizes)
@@ -264,8 +259,7 @@ class RecurrentQNetwork(nn.Module):
         self, batch_size: int, device: torch.device | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The all-zero LSTM state of an episode's start, (h, c) each [1, B, H]."""
-        zeros = torch.zeros(1, batch_size, self.lstm.hidden_size, device=device)
-        return zeros, zeros.clone()
+        return zero_lstm_state(self.lstm, batch_size, device)
 
     def forward(
         self,
