@@ -1,6 +1,7 @@
 """What every `eval_agent.py` calls: play a checkpoint's (or random) weights greedily, print the returns
 and record the first episode's video."""
 
+import dataclasses
 import os
 from collections.abc import Callable
 
@@ -38,6 +39,7 @@ def evaluate(
     if path:
         payload = checkpoint.load_checkpoint(path, agent_name, environment_id)
         print(f"loaded {path}")
+        config = with_training_environment(config, payload.get("config", {}))
     else:
         print("no --load_checkpoint_file given: playing with random weights")
 
@@ -71,6 +73,29 @@ def evaluate(
     if video_dir:
         print(f"video of the first episode: {gym_env.video_path(video_dir, video_name)}")
     return returns
+
+
+# The env flags a network is trained for: the constructor's arguments and the observation's shape.
+TRAINING_ENVIRONMENT_FLAGS = ("env_kwargs", "environment_height", "environment_width", "environment_frame_stack")
+
+
+def with_training_environment(config: EvalConfig, training_config: dict) -> EvalConfig:
+    """The evaluation's config with the training run's env flags where the evaluation leaves them at
+    their defaults: a network trained with --env_kwargs='{"size": 8}' or 36-pixel frames is played on
+    that env without repeating the flags. A flag given a value of its own is kept (playing another
+    variant of the env is a fair question to ask); each flag taken from the run is printed."""
+    defaults = {f.name: f.default for f in dataclasses.fields(EvalConfig)}
+    taken = {}
+    for name in TRAINING_ENVIRONMENT_FLAGS:
+        trained = training_config.get(name)
+        if trained is None or getattr(config, name) != defaults[name] or trained == defaults[name]:
+            continue
+        taken[name] = type(defaults[name])(trained)
+    if not taken:
+        return config
+    flags = " ".join(f"--{name}={value}" for name, value in taken.items())
+    print(f"playing the env the checkpoint was trained on: {flags}")
+    return dataclasses.replace(config, **taken)
 
 
 def evaluation_video_name(agent_name: str, config: EvalConfig, checkpoint_payload: dict | None) -> str:
