@@ -20,6 +20,21 @@ from deep_rl_zoo.errors import ConfigError, exit_on_error, require
 _C = TypeVar("_C")
 
 
+# The smallest frame the Nature CNN's three convolutions (8 stride 4, 4 stride 2, 3 stride 1) accept.
+MIN_FRAME_SIZE = 36
+
+
+def require_frame_size(config: Any) -> None:
+    """--environment_height/width must be positive and fit the Nature CNN (checked on every run, as
+    whether the env has image observations is known only once it is made)."""
+    for name in ("environment_height", "environment_width"):
+        value = getattr(config, name)
+        require(
+            value >= MIN_FRAME_SIZE,
+            f"--{name} must be at least {MIN_FRAME_SIZE} (the Nature CNN's smallest frame), got {value}",
+        )
+
+
 def field(default: Any, help: str) -> Any:  # noqa: A002 - `help` reads best at the call sites
     """A dataclass field with a help string (shown by `--help`)."""
     return dataclasses.field(default=default, metadata={"help": help})
@@ -124,8 +139,9 @@ class RunConfig:
         require(self.num_threads >= 0, f"--num_threads must be >= 0 (0: auto), got {self.num_threads}")
         if self.num_threads == 0:
             object.__setattr__(self, "num_threads", self.auto_num_threads(available_cpu_cores()))
-        for name in ("num_iterations", "num_train_steps", "environment_height", "environment_width"):
+        for name in ("num_iterations", "num_train_steps"):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        require_frame_size(self)
         for name in ("environment_frame_skip", "environment_frame_stack", "num_envs"):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
         for name in ("num_eval_steps", "max_episode_steps", "noop_max", "debug_screenshots_interval"):
@@ -207,6 +223,7 @@ class EvalConfig:
 
     def __post_init__(self):
         parse_env_kwargs(self.env_kwargs)
+        require_frame_size(self)
         require(self.num_episodes > 0, f"--num_episodes must be positive, got {self.num_episodes}")
         require(self.num_iterations > 0, f"--num_iterations must be positive, got {self.num_iterations}")
         require(self.num_eval_steps >= 0, f"--num_eval_steps must be >= 0, got {self.num_eval_steps}")

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from deep_rl_zoo import trackers
-from deep_rl_zoo.config import RunConfig
+from deep_rl_zoo.config import EvalConfig, RunConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.schedules import LinearSchedule
 
@@ -19,6 +19,16 @@ from deep_rl_zoo.schedules import LinearSchedule
 def test_impossible_flag_values_are_config_errors(overrides):
     with pytest.raises(ConfigError):
         RunConfig(**overrides)
+
+
+@pytest.mark.parametrize("config_class", [RunConfig, EvalConfig])
+def test_a_frame_too_small_for_the_nature_cnn_is_refused_before_the_run(config_class):
+    with pytest.raises(ConfigError) as excinfo:
+        config_class(environment_height=35)
+    assert str(excinfo.value) == "--environment_height must be at least 36 (the Nature CNN's smallest frame), got 35"
+    with pytest.raises(ConfigError, match="--environment_width must be at least 36"):
+        config_class(environment_width=0)
+    assert config_class(environment_height=36, environment_width=36).environment_height == 36
 
 
 @pytest.mark.slow
