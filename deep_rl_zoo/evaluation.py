@@ -76,7 +76,12 @@ def evaluate(
 
 
 # The env flags a network is trained for: the constructor's arguments and the observation's shape.
-TRAINING_ENVIRONMENT_FLAGS = ("env_kwargs", "environment_height", "environment_width", "environment_frame_stack")
+TRAINING_ENVIRONMENT_FLAGS = (
+    "env_kwargs",
+    "environment_height",
+    "environment_width",
+    "environment_frame_stack",
+)
 
 
 def with_training_environment(config: EvalConfig, training_config: dict) -> EvalConfig:

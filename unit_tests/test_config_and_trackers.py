@@ -25,7 +25,10 @@ def test_impossible_flag_values_are_config_errors(overrides):
 def test_a_frame_too_small_for_the_nature_cnn_is_refused_before_the_run(config_class):
     with pytest.raises(ConfigError) as excinfo:
         config_class(environment_height=35)
-    assert str(excinfo.value) == "--environment_height must be at least 36 (the Nature CNN's smallest frame), got 35"
+    assert (
+        str(excinfo.value)
+        == "--environment_height must be at least 36 (the Nature CNN's smallest frame), got 35"
+    )
     with pytest.raises(ConfigError, match="--environment_width must be at least 36"):
         config_class(environment_width=0)
     assert config_class(environment_height=36, environment_width=36).environment_height == 36

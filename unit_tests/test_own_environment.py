@@ -170,7 +170,11 @@ def test_dqn_trains_on_an_image_env_of_ones_own_through_the_nature_cnn(tmp_path)
 def test_evaluation_plays_the_env_the_checkpoint_was_trained_on_unless_told_otherwise(capsys):
     trained = {"env_kwargs": '{"length": 3}', "environment_height": 36, "environment_width": 36, "seed": 7}
     config = evaluation.with_training_environment(EvalConfig(environment_name=VECTOR), trained)
-    assert (config.env_kwargs, config.environment_height, config.environment_width) == ('{"length": 3}', 36, 36)
+    assert (config.env_kwargs, config.environment_height, config.environment_width) == (
+        '{"length": 3}',
+        36,
+        36,
+    )
     assert config.environment_frame_stack == 4 and config.seed == 1  # not an env flag: the evaluation's own
     assert capsys.readouterr().out == (
         'playing the env the checkpoint was trained on: --env_kwargs={"length": 3} '
@@ -179,7 +183,11 @@ def test_evaluation_plays_the_env_the_checkpoint_was_trained_on_unless_told_othe
     # A value given to the evaluation is kept; a run trained on the defaults changes nothing.
     own = EvalConfig(environment_name=VECTOR, env_kwargs='{"length": 5}', environment_height=48)
     config = evaluation.with_training_environment(own, trained)
-    assert (config.env_kwargs, config.environment_height, config.environment_width) == ('{"length": 5}', 48, 36)
+    assert (config.env_kwargs, config.environment_height, config.environment_width) == (
+        '{"length": 5}',
+        48,
+        36,
+    )
     assert evaluation.with_training_environment(own, {"env_kwargs": "", "environment_height": 84}) is own
 
 
