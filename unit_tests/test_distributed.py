@@ -691,7 +691,7 @@ def test_a_non_positive_actor_timeout_is_a_one_line_config_error():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
-def test_closing_with_a_hung_actor_kills_it_at_once_instead_of_waiting_for_it():
+def test_closing_with_a_hung_actor_kills_it_at_once_instead_of_waiting_for_it(capsys):
     runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
     with runtime:
         runtime.get()
@@ -702,6 +702,29 @@ def test_closing_with_a_hung_actor_kills_it_at_once_instead_of_waiting_for_it():
     took = time.monotonic() - closing
     assert took < 2 + under_load(2), f"closing took {took:.1f} s (a stopped actor ignores EOF and SIGTERM)"
     assert not _running(hung)
+    out = capsys.readouterr().out  # killed, and said so: no actor disappears unreported
+    assert re.search(
+        r"actor 1 showed no sign of life for \d+ s, so it was killed as the run ended; not restarted", out
+    )
+    assert "actor 0" not in out
+
+
+@pytest.mark.slow
+def test_a_start_that_fails_part_way_stops_the_actors_it_started(monkeypatch):
+    runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
+    start = runtime._start
+
+    def start_then_fail_the_second(index, generation):
+        if index == 1:
+            raise OSError("fork failed")
+        start(index, generation)
+
+    monkeypatch.setattr(runtime, "_start", start_then_fail_the_second)
+    with pytest.raises(OSError, match="fork failed"):
+        with runtime:
+            pass
+    assert len(runtime.started_pids) == 1
+    assert not any(_running(pid) for pid in runtime.started_pids)
 
 
 @pytest.mark.slow

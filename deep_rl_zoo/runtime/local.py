@@ -374,8 +374,12 @@ class LocalActorRuntime:
         self._slots[index] = _Slot(process, messages_read, wake_write, generation)
 
     def __enter__(self) -> "LocalActorRuntime":
-        for index in range(self.num_actors):
-            self._start(index, generation=0)
+        try:
+            for index in range(self.num_actors):
+                self._start(index, generation=0)
+        except BaseException:  # `with` calls no __exit__ for a failed __enter__: stop the ones started
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -515,9 +519,13 @@ class LocalActorRuntime:
                 report_death_at_close(index, self._how_it_ended(index))
         slots = [slot for slot in self._slots if slot is not None]
         for index, slot in enumerate(self._slots):
+            if slot is None:  # never started (a start that failed part-way)
+                continue
             slot.wake.close()  # the actors read EOF: stop
-            if time.monotonic() - self._alive_at[index] > 2 * WAIT_SLICE_S:
+            silent_s = time.monotonic() - self._alive_at[index]
+            if silent_s > 2 * WAIT_SLICE_S and slot.process.exitcode is None:
                 slot.process.kill()
+                report_death_at_close(index, f"showed no sign of life for {silent_s:.0f} s, so it was killed")
         deadline = time.monotonic() + timeout_s
         for slot in slots:
             slot.process.join(timeout=max(0.0, deadline - time.monotonic()))
