@@ -11,7 +11,7 @@ import torch
 
 from deep_rl_zoo import checkpoint, environments, gym_env, main_loop, process_setup, trackers
 from deep_rl_zoo.config import EvalConfig, QEvalConfig
-from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.errors import CheckpointError, ConfigError
 from deep_rl_zoo.types_ import Agent
 
 
@@ -58,7 +58,12 @@ def evaluate(
     )
     try:
         environments.check_action_space(env, agent_name, action_space)
-        actor = build_actor(env, device, payload)
+        try:
+            actor = build_actor(env, device, payload)
+        except RuntimeError as e:
+            if "loading state_dict" not in str(e):
+                raise
+            raise network_does_not_fit(config, path, payload, e) from None
         returns = []
         for iteration in range(config.num_iterations):
             returns.extend(_evaluation_iteration(config, env, actor, iteration))
@@ -101,6 +106,30 @@ def with_training_environment(config: EvalConfig, training_config: dict) -> Eval
     flags = " ".join(f"--{name}={value}" for name, value in taken.items())
     print(f"playing the env the checkpoint was trained on: {flags}")
     return dataclasses.replace(config, **taken)
+
+
+def network_does_not_fit(
+    config: EvalConfig, path: str, payload: dict, error: RuntimeError
+) -> CheckpointError:
+    """The one-line refusal of a checkpoint whose network the evaluation cannot rebuild: the env flags
+    the evaluation sets otherwise than the training run did (one of them is the reason), or else a
+    network saved by another version of the agent."""
+    trained = payload.get("config", {})
+    differing = [
+        f"--{name}={trained[name]} in the checkpoint, {getattr(config, name)} now"
+        for name in TRAINING_ENVIRONMENT_FLAGS
+        if name in trained and trained[name] != getattr(config, name)
+    ]
+    detail = str(error).strip().splitlines()[-1].strip()
+    detail = detail if len(detail) <= 150 else detail[:147] + "..."
+    if differing:
+        return CheckpointError(
+            f"{path}'s network does not fit this evaluation's env: {'; '.join(differing)} ({detail})"
+        )
+    return CheckpointError(
+        f"{path}'s network does not fit the agent's network today (saved by another version of the zoo?) "
+        f"({detail})"
+    )
 
 
 def evaluation_video_name(agent_name: str, config: EvalConfig, checkpoint_payload: dict | None) -> str:

@@ -82,16 +82,16 @@ def test_bad_env_kwargs_are_one_line_errors():
 
 
 def test_image_observations_get_the_atari_style_preprocessing():
-    # 12x12 RGB frames, a white column at the agent's cell -> gray 36x36, the last 4 stacked.
-    config = RunConfig(environment_name=IMAGE, environment_height=36, environment_width=24)
+    # 12x12 RGB frames, a white column at the agent's cell -> gray 36x48, the last 4 stacked.
+    config = RunConfig(environment_name=IMAGE, environment_height=36, environment_width=48)
     env = environments.make_environment(config, 0, train=True)
-    assert env.observation_space.shape == (4, 36, 24) and env.observation_space.dtype == np.uint8
+    assert env.observation_space.shape == (4, 36, 48) and env.observation_space.dtype == np.uint8
     observations, _ = _walk_right(env, 1)
     first, second = observations
     assert (first == first[-1]).all()  # a fresh episode's stack repeats its first frame
-    # Cell 0 of 5 is pixel column 0 of 12, i.e. columns 0-1 of 24; cell 1 is pixel 3 (round(11 / 4)): 6-7.
-    assert first[-1][:, :2].min() == 255 and first[-1][:, 2:].max() == 0
-    assert second[-1][:, 6:8].min() == 255 and second[-1][:, :6].max() == 0
+    # Cell 0 of 5 is pixel column 0 of 12, i.e. columns 0-3 of 48; cell 1 is pixel 3 (round(11 / 4)): 12-15.
+    assert first[-1][:, :4].min() == 255 and first[-1][:, 4:].max() == 0
+    assert second[-1][:, 12:16].min() == 255 and second[-1][:, :12].max() == 0
     assert (second[:3] == first[-1]).all()  # the stack moved on by one frame
 
 
@@ -165,6 +165,21 @@ def test_dqn_trains_on_an_image_env_of_ones_own_through_the_nature_cnn(tmp_path)
         QEvalConfig(environment_name=IMAGE, load_checkpoint_file=path, num_episodes=1, recording_video_dir="")
     )
     assert len(returns) == 1
+    # Told to play other frames than it was trained on: one line naming the flag, not a torch traceback.
+    with pytest.raises(errors.CheckpointError) as excinfo:
+        eval_agent.main(
+            QEvalConfig(
+                environment_name=IMAGE,
+                load_checkpoint_file=path,
+                environment_height=48,
+                num_episodes=1,
+                recording_video_dir="",
+            )
+        )
+    assert str(excinfo.value).startswith(
+        f"{path}'s network does not fit this evaluation's env: --environment_height=36 in the checkpoint, "
+        "48 now (size mismatch for torso.fc.0.weight"
+    )
 
 
 def test_evaluation_plays_the_env_the_checkpoint_was_trained_on_unless_told_otherwise(capsys):
