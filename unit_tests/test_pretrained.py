@@ -90,7 +90,12 @@ def test_export_refuses_what_is_not_a_checkpoint(tmp_path):
 
 
 PRETRAINED_FILES = sorted(glob.glob(os.path.join(REPO, "pretrained", "*.ckpt")))
-EVAL_SCRIPTS = {"PPO": "ppo", "DQN": "dqn"}  # agent name -> package, for the files committed
+EVAL_SCRIPTS = {
+    "PPO": "ppo",
+    "DQN": "dqn",
+    "DoubleDQN": "double_dqn",
+    "Rainbow": "rainbow",
+}  # agent name -> package, for the files committed
 
 
 @pytest.mark.smoke
