@@ -56,6 +56,13 @@ NOT_EXPERIMENT_FLAGS = frozenset(
         "num_threads",
         "show_progress",
         "actors_on_gpu",
+        # How actors are kept alive and where they run: the same learning whatever their values.
+        "checkpoint_replay",
+        "max_actor_restarts",
+        "actor_timeout",
+        "backend",
+        "ray_address",
+        "ray_actor_resource",
     }
 )
 MAX_RUNS_DRAWN = 5  # groups of up to this many runs also show each run as a thin line

@@ -87,6 +87,21 @@ def test_seeds_form_one_curve_and_other_agents_their_own(real_runs):
     assert ppo_curve.run_names == [os.path.basename(real_runs["ppo"])]
 
 
+def test_runs_differing_in_bookkeeping_flags_are_seeds_of_one_experiment():
+    def run(name, **flags):
+        config = {"environment_name": "Pong", "learning_rate": "0.00025", "seed": "1", **flags}
+        return plot.Run(path=name, name=name, agent_name="PPO", config=config, metrics={})
+
+    runs = [
+        run("a"),
+        run(
+            "b", seed="2", backend="ray", actor_timeout="60", max_actor_restarts="3", checkpoint_replay="True"
+        ),
+        run("c", learning_rate="0.001"),
+    ]
+    assert [[r.name for r in g] for g in plot.group_runs(runs)] == [["a", "b"], ["c"]]
+
+
 def test_average_runs_mean_and_bands_by_hand():
     a = plot.Series(np.array([0, 10, 20]), np.array([1.0, 2.0, 3.0]))
     b = plot.Series(np.array([0, 10, 20]), np.array([3.0, 4.0, 5.0]))
