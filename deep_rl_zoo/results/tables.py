@@ -86,7 +86,7 @@ def _last_evaluation(results_csv: str) -> tuple[str, str]:
     if not math.isnan(std):
         text += f" ± {std:.1f}"
     if not (math.isnan(low) or math.isnan(high)):
-        text += f" [{low:g}, {high:g}]"
+        text += f" [{low:.0f}, {high:.0f}]"  # whole points: Atari scores are integers, Box2D returns are not
     return f"{text}, {episodes} episode{'' if episodes == 1 else 's'}", row.get("iteration", "-")
 
 
