@@ -30,7 +30,7 @@ _MARKERS = re.compile(
 )
 _ANY_MARKER = re.compile(r"^<!-- /?results:.*-->$", re.MULTILINE)
 HEADER = (
-    "| agent | environment | seed | env steps | last evaluation (greedy): mean ± std [min, max] | "
+    "| agent | environment | seed | env steps | last evaluation: mean ± std [min, max] | "
     "at iteration | random play | env steps/s | wall time | CPU | run |\n"
     "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |\n"
 )
