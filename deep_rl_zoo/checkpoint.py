@@ -191,9 +191,12 @@ def checkpoints_newest_first(checkpoint_dir: str, agent_name: str, environment_n
 
 
 def load_newest_intact(
-    checkpoint_dir: str, agent_name: str, environment_name: str
+    checkpoint_dir: str, agent_name: str, environment_name: str, file_environment_name: str | None = None
 ) -> tuple[str, dict[str, Any], list[str]]:
     """The newest checkpoint of this folder that is not damaged, for --resume.
+
+    `environment_name` is the env id the checkpoints must hold (`PongNoFrameskip-v4`); the files are
+    named after `file_environment_name`, the name the run was given (`Pong`), when that differs.
 
     Returns (path, payload, skipped): `skipped` holds one line per newer damaged checkpoint passed over.
 
@@ -203,7 +206,9 @@ def load_newest_intact(
         an older file would repair.
     """
     skipped = []
-    for path in checkpoints_newest_first(checkpoint_dir, agent_name, environment_name):
+    for path in checkpoints_newest_first(
+        checkpoint_dir, agent_name, file_environment_name or environment_name
+    ):
         try:
             return path, load_checkpoint(path, agent_name, environment_name), skipped
         except DamagedFileError as e:

@@ -35,7 +35,7 @@ def load_resume_checkpoint(config: RunConfig, agent_name: str, environment_id: s
             f"--resume: no {agent_name} checkpoint for {config.environment_name}{tagged} in {config.checkpoint_dir}"
         )
     path, payload, skipped = checkpoint.load_newest_intact(
-        os.path.dirname(latest), agent_name, environment_id
+        os.path.dirname(latest), agent_name, environment_id, file_environment_name=config.environment_name
     )
     for reason in skipped:
         print(f"--resume: skipping a damaged checkpoint: {reason}", file=sys.stderr)

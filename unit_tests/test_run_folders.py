@@ -67,6 +67,22 @@ def test_checkpoints_of_the_older_flat_layout_are_still_found(tmp_path):
     assert checkpoint.find_run_checkpoint(str(tmp_path), "DQN", "CartPole-v1", tag="") == flat
 
 
+def test_resume_finds_a_run_named_by_an_atari_short_name(tmp_path):
+    """`--environment_name=Pong` names the files `PPO_Pong_<i>.ckpt` while they hold the env id
+    PongNoFrameskip-v4: --resume looks for the files by the name and checks them against the id."""
+    from deep_rl_zoo.config import RunConfig
+
+    folder = tmp_path / "PPO_Pong"
+    folder.mkdir()
+    for iteration in range(2):
+        path = checkpoint.checkpoint_path(str(folder), "PPO", "Pong", iteration)
+        state = {"w": torch.tensor([float(iteration)])}
+        checkpoint.save_checkpoint(path, "PPO", "PongNoFrameskip-v4", iteration, state, {})
+    config = RunConfig(environment_name="Pong", resume=True, checkpoint_dir=str(tmp_path))
+    resume = run_folders.load_resume_checkpoint(config, "PPO", "PongNoFrameskip-v4")
+    assert os.path.basename(resume.path) == "PPO_Pong_1.ckpt" and resume.payload["agent"]["w"].item() == 1.0
+
+
 def test_best_comes_from_the_newest_run_that_has_one(tmp_path):
     root = tmp_path / "checkpoints"
     first = _save(root / "DQN_CartPole-v1", 2)
