@@ -139,9 +139,9 @@ def test_time_to_score_run_stops_the_training_at_the_target_and_reports_it(tmp_p
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reached"] and summary["iteration"] == 0 and summary["evaluations"] == 1  # it stopped
     assert summary["train_env_steps"] == 200
-    assert (
-        0 < summary["wall_seconds_without_eval"] <= summary["wall_seconds"] < summary["process_wall_seconds"]
-    )
+    # results.csv keeps tenths of a second: 200 quick env steps may round to 0.0 s of training.
+    assert 0 < summary["wall_seconds"] < summary["process_wall_seconds"]
+    assert 0 <= summary["wall_seconds_without_eval"] <= summary["wall_seconds"]
     assert "--target_return=5.0" in summary["command"]
     assert (out / "train.log").read_text().count("iteration 0:") == 1
 
