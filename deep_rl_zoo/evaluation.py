@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from deep_rl_zoo import checkpoint, environments, gym_env, main_loop, process_setup, trackers
+from deep_rl_zoo import checkpoint, environments, gym_env, main_loop, process_setup, run_folders, trackers
 from deep_rl_zoo.config import EvalConfig, QEvalConfig
 from deep_rl_zoo.errors import CheckpointError, ConfigError
 from deep_rl_zoo.types_ import Agent
@@ -114,12 +114,9 @@ def network_does_not_fit(
     """The one-line refusal of a checkpoint whose network the evaluation cannot rebuild: the env flags
     the evaluation sets otherwise than the training run did (one of them is the reason), or else a
     network saved by another version of the agent."""
-    trained = payload.get("config", {})
-    differing = [
-        f"--{name}={trained[name]} in the checkpoint, {getattr(config, name)} now"
-        for name in TRAINING_ENVIRONMENT_FLAGS
-        if name in trained and trained[name] != getattr(config, name)
-    ]
+    differing = run_folders.flags_differing_from_checkpoint(
+        payload.get("config", {}), dataclasses.asdict(config), TRAINING_ENVIRONMENT_FLAGS
+    )
     detail = str(error).strip().splitlines()[-1].strip()
     detail = detail if len(detail) <= 150 else detail[:147] + "..."
     if differing:

@@ -4,7 +4,7 @@ writes (and the replay beside them), and what `--resume` restores from them."""
 import dataclasses
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from deep_rl_zoo import checkpoint, main_loop, trackers
@@ -75,15 +75,23 @@ def changed_flags(config: RunConfig, saved_config: dict) -> list[str]:
     ]
 
 
+def flags_differing_from_checkpoint(saved: dict, now: dict, names: Iterable[str]) -> list[str]:
+    """`--name=<saved> in the checkpoint, <now> now` for each of `names` the two configs both hold and
+    disagree on (the reasons a checkpoint's networks may not fit)."""
+    return [
+        f"--{name}={_plain(saved[name])} in the checkpoint, {_plain(now[name])} now"
+        for name in names
+        if name in saved and name in now and _plain(now[name]) != _plain(saved[name])
+    ]
+
+
 def does_not_fit(config: RunConfig, resume: ResumePoint, what: str, error: Exception) -> CheckpointError:
     """The one-line refusal of a checkpoint whose `what` does not fit this run, naming the flags that
     differ from the checkpoint's (one of them is the reason) and both of their values."""
     now = dataclasses.asdict(config)
-    differing = [
-        f"--{name}={_plain(saved)} in the checkpoint, {_plain(now[name])} now"
-        for name, saved in resume.payload.get("config", {}).items()
-        if name in now and name not in _RUN_CONTROL_FLAGS and _plain(now[name]) != _plain(saved)
-    ]
+    differing = flags_differing_from_checkpoint(
+        resume.payload.get("config", {}), now, [name for name in now if name not in _RUN_CONTROL_FLAGS]
+    )
     detail = str(error).strip().splitlines()[0][:150] if str(error).strip() else type(error).__name__
     if differing:
         return CheckpointError(
