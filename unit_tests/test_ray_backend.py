@@ -265,3 +265,41 @@ def test_script_on_ray_replaces_a_hung_ray_actor(tmp_path):
     output = _run_on_a_two_node_cluster(tmp_path, driver)
     hung = r"actor \d showed no sign of life for \d+ s \(--actor_timeout=5\), so it was killed; restarted"
     assert len(re.findall(hung, output)) == 1, output[-3000:]  # the stopped one, and no other
+
+
+# An actor whose first process dies before the driver has started it: Ray restarts it by itself and the
+# driver's start() reaches the new process, so no call of the driver fails. The death must still be said.
+_DIES_BEFORE_START = textwrap.dedent(
+    """
+    import os, signal, sys
+    import ray
+    from deep_rl_zoo.ppo import train
+    from deep_rl_zoo.runtime import ray_backend
+
+    class DiesOnceWhileCreated(ray_backend._ActorBody):
+        def __init__(self, build_actor, actor_index, *args):
+            super().__init__(build_actor, actor_index, *args)
+            if actor_index == 1 and not ray.get_runtime_context().was_current_actor_reconstructed:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    ray_backend._ActorBody = DiesOnceWhileCreated
+    address, checkpoint_dir, runs_dir = sys.argv[1:4]
+    train.main(train.PpoConfig(
+        backend="ray", ray_address=address, ray_actor_resource="actor_node", num_actors=2,
+        num_iterations=1, num_train_steps=2_000, num_eval_steps=100, stop_when_solved=False,
+        checkpoint_dir=checkpoint_dir, runs_dir=runs_dir, show_progress=False, use_tensorboard=False,
+    ))
+    """
+)
+
+
+@pytest.mark.smoke
+@_NEEDS_RAY
+@_NEEDS_NAMESPACE
+def test_an_actor_that_dies_before_it_is_started_is_reported_and_counted(tmp_path):
+    driver = f"""
+        {sys.executable} -c "$DRIVER" $ADDRESS {tmp_path}/checkpoints {tmp_path}/runs
+        """
+    output = _run_on_a_two_node_cluster(tmp_path, driver, {"DRIVER": _DIES_BEFORE_START})
+    restarts = re.findall(r"actor (\d) died while starting \(Ray restarted its process\); restarted it", output)
+    assert restarts == ["1"], output[-3000:]

@@ -75,8 +75,9 @@ class _ActorBody:
         self._failure: tuple[str, str] | None = None
         self._started = False
 
-    def start(self, seed: int, version: int, state: dict) -> tuple[str, int]:
-        """Starts acting with `seed` from the given parameters; returns (node id, process id)."""
+    def start(self, seed: int, version: int, state: dict) -> tuple[str, int, bool]:
+        """Starts acting with `seed` from the given parameters; returns (node id, process id, whether Ray
+        has restarted this actor's process since it was created)."""
         import ray
 
         if self._started:  # a call that reached an incarnation the driver has just killed
@@ -86,7 +87,8 @@ class _ActorBody:
         self.set_parameters(version, state)
         link = _RayLink(self._actor_index, self)
         threading.Thread(target=self._act, args=(seed, link), daemon=True).start()
-        return ray.get_runtime_context().get_node_id(), os.getpid()
+        context = ray.get_runtime_context()
+        return context.get_node_id(), os.getpid(), context.was_current_actor_reconstructed
 
     def _act(self, seed: int, link: "_RayLink") -> None:
         try:
@@ -259,11 +261,21 @@ class RayActorRuntime:
         actor = self._actors[index]
         started = actor.start.remote(seed, self._version, self._state_ref)
         try:
-            self.locations.append(self._ray.get(started, timeout=_START_TIMEOUT_S))
+            node, pid, reconstructed = self._ray.get(started, timeout=_START_TIMEOUT_S)
         except self._ray.exceptions.GetTimeoutError:
             raise ActorError(
                 f"actor {index} did not start within {_START_TIMEOUT_S} s (is the cluster full?)"
             ) from None
+        self.locations.append((node, pid))
+        if reconstructed and self._generations[index] == 0:
+            # Its first process died before it was started (no call of the driver saw it fail), and Ray
+            # started another, which this start reached: a restart all the same, counted and reported.
+            self._restart_count += 1
+            self._restarts.append(
+                ActorRestart(
+                    index, "died while starting (Ray restarted its process)", self._restart_count, seed
+                )
+            )
         self._ask(index)
 
     def _ask(self, index: int) -> None:
