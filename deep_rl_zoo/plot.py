@@ -67,7 +67,7 @@ NOT_EXPERIMENT_FLAGS = frozenset(
 )
 MAX_RUNS_DRAWN = 5  # groups of up to this many runs also show each run as a thin line
 _TITLES = {
-    "eval/mean_episode_return": "evaluation return (greedy, mean per iteration)",
+    "eval/mean_episode_return": "evaluation return (mean per iteration)",
     "train/episode_return": "training return (per episode)",
     "train/mean_episode_return": "training return (mean per iteration)",
 }
