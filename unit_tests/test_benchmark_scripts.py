@@ -151,7 +151,8 @@ def test_time_to_score_run_stops_the_training_at_the_target_and_reports_it(tmp_p
     not hasattr(os, "getloadavg") or not os.path.exists("/proc/self/stat"), reason="Linux /proc"
 )
 def test_chaos_short_survives_and_reports_every_fault():
-    """benchmarks/chaos.py --short: killed and hung actors, SIGTERM, a torn checkpoint, --resume (~3 min)."""
+    """benchmarks/chaos.py --short: killed and hung actors, a killed learner, SIGTERM, a torn checkpoint,
+    --resume, and nothing left behind (~1.5 min)."""
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / "chaos.py"), "--short"],
         capture_output=True,
@@ -160,4 +161,42 @@ def test_chaos_short_survives_and_reports_every_fault():
         env={**os.environ, "PYTHONPATH": str(BENCHMARKS.parent)},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "FAIL" not in result.stdout and result.stdout.count("PASS") == 6
+    assert "FAIL" not in result.stdout and result.stdout.count("PASS") == 8
+
+
+@pytest.mark.slow
+def test_atari_resume_exact_passes_on_a_run_and_fails_when_the_replay_is_not_restored(tmp_path):
+    """benchmarks/atari_resume_exact.py on a tiny DQN Pong run's --checkpoint_replay checkpoint: the round
+    trip through the files continues bit-exactly, and a B that did not get the replay differs at once."""
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent)}
+    small = ["--replay_capacity=600", "--min_replay_size=300"]
+    run = [sys.executable, "-m", "deep_rl_zoo.dqn.run_atari", "--environment_name=Pong", "--seed=1"]
+    run += ["--num_iterations=1", "--num_train_steps=700", "--num_eval_steps=50", "--checkpoint_replay"]
+    run += [f"--checkpoint_dir={tmp_path}/c", f"--runs_dir={tmp_path}/r", "--noshow_progress", *small]
+    subprocess.run(run + ["--nouse_tensorboard", "--num_threads=1"], check=True, env=env, capture_output=True)
+    saved = tmp_path / "c" / "DQN_Pong" / "DQN_Pong_0.ckpt"
+    check = [sys.executable, str(BENCHMARKS / "atari_resume_exact.py"), f"--checkpoint={saved}"]
+    check += [
+        "--set=replay_capacity=600",
+        "--set=min_replay_size=300",
+        "--steps_before=200",
+        "--steps_after=120",
+    ]
+    result = subprocess.run(check, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and "PASS" in result.stdout, result.stdout + result.stderr[-3000:]
+    # Broken on purpose: the "save" writes the files A was loaded from, so B misses A's 200 steps.
+    stale = f"""
+import importlib.util, shutil, sys
+spec = importlib.util.spec_from_file_location("check", {str(BENCHMARKS / "atari_resume_exact.py")!r})
+check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check)
+original = {str(saved)!r}
+check.checkpoint.save_checkpoint = lambda path, *args, **kwargs: shutil.copy(original, path)
+check.checkpoint.save_arrays = lambda path, arrays: shutil.copy(check.checkpoint.replay_path(original), path)
+sys.argv = {check[1:]!r}
+sys.exit(check.main())
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", stale], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 1 and "FAIL" in result.stdout, result.stdout + result.stderr[-3000:]
