@@ -301,5 +301,7 @@ def test_an_actor_that_dies_before_it_is_started_is_reported_and_counted(tmp_pat
         {sys.executable} -c "$DRIVER" $ADDRESS {tmp_path}/checkpoints {tmp_path}/runs
         """
     output = _run_on_a_two_node_cluster(tmp_path, driver, {"DRIVER": _DIES_BEFORE_START})
-    restarts = re.findall(r"actor (\d) died while starting \(Ray restarted its process\); restarted it", output)
+    restarts = re.findall(
+        r"actor (\d) died while starting \(Ray restarted its process\); restarted it", output
+    )
     assert restarts == ["1"], output[-3000:]
