@@ -28,6 +28,9 @@ from deep_rl_zoo import checkpoint, environments, gym_env, main_loop, process_se
 from deep_rl_zoo.dqn import run_atari, train
 from deep_rl_zoo.types_ import TimeStep
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # also when loaded by path, not run
+import dqn_cartpole  # noqa: E402  (benchmarks/: its --set parsing)
+
 
 def recorded_stream(env, num_steps: int, seed: int) -> list[TimeStep]:
     """`num_steps` real timesteps of `env` from a fresh episode, played with seeded random actions (the
@@ -73,9 +76,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     flags = {**run_atari.DEFAULTS, "environment_name": args.environment_name, "seed": args.seed}
-    for item in args.set:
-        name, value = item.split("=", 1)
-        flags[name] = type(flags.get(name, value))(value)
+    flags.update(dqn_cartpole.parse_overrides(args.set))  # typed by DqnConfig's fields
     config = train.DqnConfig(**flags, checkpoint_replay=True, num_threads=1, show_progress=False)
     process_setup.seed_everything(config.seed, config.num_threads)
     environment_id = gym_env.resolve_environment_name(config.environment_name)

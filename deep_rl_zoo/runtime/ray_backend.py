@@ -270,12 +270,7 @@ class RayActorRuntime:
         if reconstructed and self._generations[index] == 0:
             # Its first process died before it was started (no call of the driver saw it fail), and Ray
             # started another, which this start reached: a restart all the same, counted and reported.
-            self._restart_count += 1
-            self._restarts.append(
-                ActorRestart(
-                    index, "died while starting (Ray restarted its process)", self._restart_count, seed
-                )
-            )
+            self._record_restart(index, "died while starting (Ray restarted its process)", seed)
         self._ask(index)
 
     def _ask(self, index: int) -> None:
@@ -360,7 +355,6 @@ class RayActorRuntime:
             )
         if kill:  # its acting thread failed: let Ray restart the whole actor process
             self._ray.kill(self._actors[index], no_restart=False)
-        self._restart_count += 1
         self._generations[index] += 1
         for attempt in range(60):  # Ray restarts the process meanwhile; calls fail until it is back
             try:
@@ -370,7 +364,11 @@ class RayActorRuntime:
                 if attempt == 59:
                     raise ActorError(f"actor {index} {how}; Ray could not restart it") from None
                 time.sleep(WAIT_SLICE_S)
-        seed = self._seeds[index] + RESTART_SEED_STRIDE * self._generations[index]
+        self._record_restart(index, how, self._seeds[index] + RESTART_SEED_STRIDE * self._generations[index])
+
+    def _record_restart(self, index: int, how: str, seed: int) -> None:
+        """Counts a replaced actor against the run's restarts and queues its console report."""
+        self._restart_count += 1
         self._restarts.append(ActorRestart(index, how, self._restart_count, seed))
 
     def _report_deaths_at_close(self) -> None:
