@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -200,3 +201,55 @@ sys.exit(check.main())
         [sys.executable, "-c", stale], env=env, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 1 and "FAIL" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_the_speed_table_measures_every_agents_run_atari_past_its_warm_up():
+    """Each of the twenty run_atari scripts is in the table once, the flags it changes for the
+    measurement are accepted by that script's config, and a replay agent's warm-up (and epsilon's decay)
+    ends inside iteration 1, so iteration 2 times training, not collection."""
+    from deep_rl_zoo import config as config_module
+    from unit_tests.script_calls import run_script_call
+
+    speed_table = _load("atari_speed_table")
+    dqn_cartpole = _load("dqn_cartpole")
+    packages = sorted(p.parent.name for p in (BENCHMARKS.parent / "deep_rl_zoo").glob("*/run_atari.py"))
+    assert sorted(agent.name for agent in speed_table.AGENTS) == packages
+    assert len(packages) == 20
+    for agent in speed_table.AGENTS:
+        call = run_script_call(f"deep_rl_zoo.{agent.name}.run_atari")
+        overrides = dqn_cartpole.parse_overrides(
+            [flag.removeprefix("--") for flag in agent.flags], call.config_cls
+        )
+        config = call.config_cls(**{**call.defaults, "num_train_steps": agent.env_steps, **overrides})
+        warm_up = getattr(config, "min_replay_size", 0) + getattr(
+            config, "exploration_epsilon_decay_steps", 0
+        )
+        assert warm_up < agent.env_steps, agent.name
+        assert isinstance(config, config_module.RunConfig)
+
+
+@pytest.mark.slow
+def test_the_speed_table_counts_the_cpu_of_the_runs_processes_and_only_theirs():
+    """A run in its own session that burns about 0.6 CPU seconds in a child process: the sampler counts
+    them (the child's own time while it lives, then in its parent's reaped-children time), and not this
+    test's process."""
+    speed_table = _load("atari_speed_table")
+    burn = (
+        "import subprocess, sys, time\n"
+        "code = 'import time\\nend = time.process_time() + 0.6\\nwhile time.process_time() < end: pass'\n"
+        "subprocess.run([sys.executable, '-c', code], check=True)\n"
+        "time.sleep(1.0)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", burn], start_new_session=True)
+    time.sleep(0.1)
+    busy_here = time.process_time() + 0.3
+    while time.process_time() < busy_here:  # this process's CPU must not be counted
+        pass
+    usage = []
+    while child.poll() is None:
+        usage.append(speed_table.session_usage(child.pid))
+        time.sleep(0.05)
+    assert child.returncode == 0
+    cpu_s = usage[-1][0]  # a sample from the child's last second, after its own child was reaped
+    assert 0.6 <= cpu_s < 0.6 + 0.5, cpu_s  # the burn plus two interpreters' start-up
+    assert max(rss for _, rss in usage) > 5 * 2**20  # a Python process holds megabytes
