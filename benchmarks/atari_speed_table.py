@@ -30,8 +30,10 @@ The machine should be otherwise idle: with other work running, every agent's fig
 
 import argparse
 import csv
+import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+import sb3_atari  # noqa: E402  (benchmarks/ is not a package)
 
 from deep_rl_zoo.results.export import cpu_description  # noqa: E402
 
@@ -116,11 +121,47 @@ def _rows(csv_path: Path) -> list[dict]:
         return []
 
 
+def run_sampled(
+    command: list[str], work: Path, stage, env: dict | None = None
+) -> tuple[dict[int, float], int, str]:
+    """Runs `command` in a session of its own, sampling its processes' CPU time and memory every quarter
+    of a second until it ends. Returns (stage -> CPU seconds when `stage()` first returned it, peak
+    summed RSS in bytes, its output); a failed command is a SystemExit with the output's end."""
+    output_path = work / "output.txt"
+    with open(output_path, "w") as output:
+        child = subprocess.Popen(
+            command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
+        marks: dict[int, float] = {}
+        peak_rss = 0
+        while child.poll() is None:
+            cpu_s, rss = session_usage(child.pid)
+            peak_rss = max(peak_rss, rss)
+            marks.setdefault(stage(), cpu_s)
+            time.sleep(0.25)
+    text = output_path.read_text()
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:3])} exited {child.returncode}:\n{text[-2000:]}")
+    return marks, peak_rss, text
+
+
+def _cpu_per_1000(marks: dict[int, float], env_steps: int) -> float:
+    """CPU seconds per 1,000 env steps between stage 1 and stage 2. The last sample stands for stage 2
+    when the sampler did not see it (a run ends right after writing its last row)."""
+    if 1 not in marks:
+        return float("nan")
+    return 1000 * (marks.get(2, max(marks.values())) - marks[1]) / env_steps
+
+
 def measure(agent: Agent, env_steps: int, extra_flags: list[str], python: str = sys.executable) -> dict:
     """Runs the agent's run_atari for two iterations of `env_steps` and returns iteration 2's figures."""
-    with tempfile.TemporaryDirectory(prefix=f"speed_table_{agent.name}.") as work:
-        csv_path = Path(work) / "results.csv"
-        flags = [
+    with tempfile.TemporaryDirectory(prefix=f"speed_table_{agent.name}.") as folder:
+        work = Path(folder)
+        csv_path = work / "results.csv"
+        command = [
+            python,
+            "-m",
+            f"deep_rl_zoo.{agent.name}.run_atari",
             "--environment_name=Pong",
             "--seed=1",
             "--num_iterations=2",
@@ -128,70 +169,130 @@ def measure(agent: Agent, env_steps: int, extra_flags: list[str], python: str = 
             "--num_eval_steps=0",
             *agent.flags,
             *extra_flags,
-        ]
-        command = [python, "-m", f"deep_rl_zoo.{agent.name}.run_atari", *flags]
-        command += [
             f"--checkpoint_dir={work}/checkpoints",
             f"--runs_dir={work}/runs",
             f"--results_csv_path={csv_path}",
             "--nouse_tensorboard",
             "--noshow_progress",
         ]
-        with open(Path(work) / "output.txt", "w") as output:
-            child = subprocess.Popen(
-                command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-            )
-            marks: dict[int, float] = {}  # rows in results.csv -> the tree's CPU seconds when first seen
-            peak_rss = 0
-            while child.poll() is None:
-                cpu_s, rss = session_usage(child.pid)
-                peak_rss = max(peak_rss, rss)
-                marks.setdefault(len(_rows(csv_path)), cpu_s)
-                time.sleep(0.25)
+        marks, peak_rss, output = run_sampled(command, work, lambda: len(_rows(csv_path)))
         rows = _rows(csv_path)
-        if child.returncode != 0 or len(rows) != 2:
-            tail = (Path(work) / "output.txt").read_text()[-2000:]
-            raise SystemExit(f"{agent.name}: run_atari exited {child.returncode}:\n{tail}")
-        # The last sample before the process ended stands for the end of iteration 2 when the sampler did
-        # not see row 2 (the run ends right after writing it).
-        end_cpu = marks.get(2, max(marks.values()))
-        row = rows[1]
-        steps = int(row["train_env_steps"]) - int(rows[0]["train_env_steps"])
-        seconds = steps / float(row["train_steps_per_second"])
-        # The learner's step counter is cumulative: iteration 2's steps are the difference of the rows.
-        learner_steps = float(row.get("learner_learner_steps") or "nan") - float(
-            rows[0].get("learner_learner_steps") or "nan"
-        )
-        layout = next(
-            (
-                line
-                for line in (Path(work) / "output.txt").read_text().splitlines()
-                if line.startswith("layout:")
-            ),
-            "",
-        )
-        return {
-            "agent": agent.name,
-            "flags": " ".join([*agent.flags, *extra_flags]),
-            "layout": layout.removeprefix("layout: ").split(" (")[0],
-            "env_steps": steps,
-            "env_steps_per_s": steps / seconds,
-            "learner_steps_per_s": learner_steps / seconds,
-            "cpu_s_per_1000": 1000 * (end_cpu - marks[1]) / steps if 1 in marks else float("nan"),
-            "peak_rss_gb": peak_rss / 2**30,
-        }
+    if len(rows) != 2:
+        raise SystemExit(f"{agent.name}: results.csv has {len(rows)} rows, not 2:\n{output[-2000:]}")
+    steps = int(rows[1]["train_env_steps"]) - int(rows[0]["train_env_steps"])
+    seconds = steps / float(rows[1]["train_steps_per_second"])
+    # The learner's step counter is cumulative: iteration 2's steps are the difference of the rows.
+    learner_steps = float(rows[1].get("learner_learner_steps") or "nan") - float(
+        rows[0].get("learner_learner_steps") or "nan"
+    )
+    layout = next((line for line in output.splitlines() if line.startswith("layout:")), "")
+    return {
+        "agent": agent.name,
+        "flags": " ".join([*agent.flags, *extra_flags]),
+        "layout": layout.removeprefix("layout: ").split(" (")[0],
+        "env_steps": steps,
+        "env_steps_per_s": steps / seconds,
+        "learner_steps_per_s": learner_steps / seconds,
+        "cpu_s_per_1000": _cpu_per_1000(marks, steps),
+        "peak_rss_gb": peak_rss / 2**30,
+    }
+
+
+# Stable-Baselines3 (and sb3-contrib) where they have the algorithm, set as the zoo's run_atari defaults
+# are (and as the measurement changes them: replay 20,000, learning from 1,000 env steps with epsilon at
+# its end value from there), with SB3's own Atari wrappers. Each defines `env` and `model`.
+_SB3_MODELS = {
+    "ppo": """from stable_baselines3 import PPO
+env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=8, seed=seed), n_stack=4)
+model = PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=256, learning_rate=2.5e-4, clip_range=0.1,
+            ent_coef=0.01, vf_coef=0.5, gamma=0.99, gae_lambda=0.95, max_grad_norm=0.5, seed=seed, device="cpu")
+""",
+    "a2c": """from stable_baselines3 import A2C
+env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=16, seed=seed), n_stack=4)
+model = A2C("CnnPolicy", env, n_steps=5, learning_rate=7e-4, ent_coef=0.01, vf_coef=0.5, gamma=0.99,
+            gae_lambda=1.0, max_grad_norm=0.5, use_rms_prop=True, rms_prop_eps=1e-5, seed=seed, device="cpu")
+""",
+    "dqn": """from stable_baselines3 import DQN
+env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=1, seed=seed), n_stack=4)
+model = DQN("CnnPolicy", env, buffer_size=20_000, learning_starts=1_000, batch_size=32, learning_rate=1e-4,
+            train_freq=4, gradient_steps=1, target_update_interval=10_000, gamma=0.99, max_grad_norm=10,
+            exploration_final_eps=0.1, exploration_fraction=1_000 / env_steps,
+            policy_kwargs=dict(optimizer_kwargs=dict(eps=1.5e-4)), seed=seed, device="cpu")
+""",
+    "qr_dqn": """from sb3_contrib import QRDQN
+env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=1, seed=seed), n_stack=4)
+model = QRDQN("CnnPolicy", env, buffer_size=20_000, learning_starts=1_000, batch_size=32, learning_rate=5e-5,
+              train_freq=4, gradient_steps=1, target_update_interval=10_000, gamma=0.99, max_grad_norm=10,
+              exploration_final_eps=0.01, exploration_fraction=1_000 / env_steps,
+              policy_kwargs=dict(n_quantiles=200, optimizer_kwargs=dict(eps=0.01 / 32)), seed=seed, device="cpu")
+""",
+}
+
+# The SB3 child: learn `env_steps` (start-up and warm-up), then `env_steps` more, timed, as the zoo's
+# two iterations; a line in the progress file marks each stage for the parent's CPU sampler.
+_SB3_CHILD = """import json, sys, time
+import ale_py, gymnasium as gym, torch
+from stable_baselines3.common.env_util import make_atari_env
+from stable_baselines3.common.vec_env import VecFrameStack
+gym.register_envs(ale_py)
+seed, env_steps, progress = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+{model}
+def mark():
+    with open(progress, "a") as f:
+        f.write("stage\\n")
+model.learn(total_timesteps=env_steps)
+mark()
+first, start = model.num_timesteps, time.perf_counter()
+model.learn(total_timesteps=env_steps, reset_num_timesteps=False)
+seconds = time.perf_counter() - start
+mark()
+print(json.dumps({{"env_steps": model.num_timesteps - first, "seconds": seconds, "threads": torch.get_num_threads()}}))
+"""
+
+
+def measure_sb3(name: str, python: str, env_steps: int, threads: int) -> dict:
+    """SB3's counterpart of `name`, measured as `measure` measures the zoo."""
+    with tempfile.TemporaryDirectory(prefix=f"speed_table_sb3_{name}.") as folder:
+        work = Path(folder)
+        script, progress = work / "child.py", work / "progress.txt"
+        script.write_text(_SB3_CHILD.format(model=_SB3_MODELS[name]))
+        env = dict(os.environ)
+        env.pop("OMP_NUM_THREADS", None)
+        if threads:
+            env["OMP_NUM_THREADS"] = str(threads)
+
+        def stage() -> int:
+            return len(progress.read_text().splitlines()) if progress.exists() else 0
+
+        command = [python, str(script), "1", str(env_steps), str(progress)]
+        marks, peak_rss, text = run_sampled(command, work, stage, env)
+    result = json.loads(text.strip().splitlines()[-1])
+    return {
+        "env_steps_per_s": result["env_steps"] / result["seconds"],
+        "cpu_s_per_1000": _cpu_per_1000(marks, result["env_steps"]),
+        "peak_rss_gb": peak_rss / 2**30,
+        "threads": result["threads"],
+    }
 
 
 def table(results: list[dict]) -> str:
     lines = [
         "| agent | layout the run chose | flags changed for the measurement | env steps/s | learner steps/s "
-        "| CPU s per 1,000 env steps | memory, GB (summed RSS) |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+        "| CPU s per 1,000 env steps | memory, GB (summed RSS) | SB3: env steps/s, CPU s per 1,000 | zoo / SB3: "
+        "env steps/s, CPU per env step |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
+        sb3 = r.get("sb3")
+        versus = (
+            f"{sb3['env_steps_per_s']:.0f}, {sb3['cpu_s_per_1000']:.1f} | "
+            f"{r['env_steps_per_s'] / sb3['env_steps_per_s']:.2f}, {r['cpu_s_per_1000'] / sb3['cpu_s_per_1000']:.2f}"
+            if sb3
+            else " | "
+        )
         lines.append(
             f"| {r['agent']} | {r['layout']} | {r['flags'] or 'none'} | {r['env_steps_per_s']:.0f} "
-            f"| {r['learner_steps_per_s']:.2f} | {r['cpu_s_per_1000']:.1f} | {r['peak_rss_gb']:.1f} |"
+            f"| {r['learner_steps_per_s']:.2f} | {r['cpu_s_per_1000']:.1f} | {r['peak_rss_gb']:.1f} | {versus} |"
         )
     return "\n".join(lines)
 
@@ -203,6 +304,18 @@ def main() -> int:
         "--env_steps", type=int, default=0, help="Env steps per iteration (0: each agent's own, ~30 s each)."
     )
     parser.add_argument("--zoo_flags", default="", help="More run_atari flags for every agent.")
+    parser.add_argument(
+        "--sb3",
+        action="store_true",
+        help="Also measure Stable-Baselines3's PPO, A2C, DQN and sb3-contrib's QR-DQN, each after the zoo's.",
+    )
+    parser.add_argument("--sb3_python", default="", help="Python of a venv with SB3 (default: make one).")
+    parser.add_argument(
+        "--sb3_threads",
+        type=int,
+        default=0,
+        help="SB3's torch threads; 0 keeps torch's default (every core).",
+    )
     args = parser.parse_args()
     names = [agent.name for agent in AGENTS] if args.agents == "all" else args.agents.split(",")
     unknown = [name for name in names if name not in AGENTS_BY_NAME]
@@ -217,17 +330,32 @@ def main() -> int:
         f"CPU: {model}, native bfloat16: {bfloat16}, {os.cpu_count()} cores; load average before: {load}",
         flush=True,
     )
+    sb3_python, venv_folder = args.sb3_python, None
+    if args.sb3 and not sb3_python and any(name in _SB3_MODELS for name in names):
+        sb3_python, venv_folder = sb3_atari.make_sb3_venv()
     results = []
-    for name in names:
-        agent = AGENTS_BY_NAME[name]
-        result = measure(agent, args.env_steps or agent.env_steps, shlex.split(args.zoo_flags))
-        results.append(result)
-        print(
-            f"{name}: {result['env_steps_per_s']:.0f} env steps/s, {result['learner_steps_per_s']:.2f} "
-            f"learner steps/s, {result['cpu_s_per_1000']:.1f} CPU s per 1,000 env steps, "
-            f"{result['peak_rss_gb']:.1f} GB ({result['layout']})",
-            flush=True,
-        )
+    try:
+        for name in names:
+            agent = AGENTS_BY_NAME[name]
+            env_steps = args.env_steps or agent.env_steps
+            result = measure(agent, env_steps, shlex.split(args.zoo_flags))
+            print(
+                f"{name}: {result['env_steps_per_s']:.0f} env steps/s, {result['learner_steps_per_s']:.2f} "
+                f"learner steps/s, {result['cpu_s_per_1000']:.1f} CPU s per 1,000 env steps, "
+                f"{result['peak_rss_gb']:.1f} GB ({result['layout']})",
+                flush=True,
+            )
+            if args.sb3 and name in _SB3_MODELS:
+                result["sb3"] = sb3 = measure_sb3(name, sb3_python, env_steps, args.sb3_threads)
+                print(
+                    f"  SB3 {name}: {sb3['env_steps_per_s']:.0f} env steps/s, {sb3['cpu_s_per_1000']:.1f} CPU s "
+                    f"per 1,000 env steps, {sb3['peak_rss_gb']:.1f} GB, {sb3['threads']} torch threads",
+                    flush=True,
+                )
+            results.append(result)
+    finally:
+        if venv_folder:
+            shutil.rmtree(venv_folder, ignore_errors=True)
     print()
     print(table(results))
     return 0

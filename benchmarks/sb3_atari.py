@@ -5,7 +5,8 @@ and the verdict on env steps per second.
 Stable-Baselines3 is not a dependency of the zoo. Without `--sb3_python`, the benchmark makes a venv in a
 fresh `mktemp -d` folder (removed afterwards unless `--keep_venv`) and installs into it, with pip:
 torch==2.13.0 (the CPU wheel the zoo uses; pip takes it from its cache or index), stable-baselines3,
-gymnasium, ale-py and opencv-python-headless (SB3's Atari wrappers resize with cv2).
+sb3-contrib (QR-DQN, for `atari_speed_table.py`), gymnasium, ale-py and opencv-python-headless (SB3's
+Atari wrappers resize with cv2).
 
 Each child prints one JSON line last, with `env_steps`, `seconds` (the training phase being compared),
 `wall_s` (the whole child) and `profile` (seconds per part, printed as shares of `seconds`). The parent
@@ -36,7 +37,14 @@ from atari_learner_speed import matmul_rate  # a sibling script: its caller puts
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TARGET_SPEEDUP = 2.0
-SB3_PACKAGES = ["torch==2.13.0", "stable-baselines3", "gymnasium", "ale-py", "opencv-python-headless"]
+SB3_PACKAGES = [
+    "torch==2.13.0",
+    "stable-baselines3",
+    "sb3-contrib",
+    "gymnasium",
+    "ale-py",
+    "opencv-python-headless",
+]
 
 
 # The end of both SB3 child scripts (`atari_*_vs_sb3.py`): times SB3's rollout collection, its env's
