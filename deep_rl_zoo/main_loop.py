@@ -290,6 +290,10 @@ def run_single_thread_training_iterations(
         )
         with phase_progress_bar(iteration, "train", num_train_steps, show_progress, initial=done) as bar:
             run_env_steps(num_train_steps - done, train_loop, train_stats, on_train_step, bar, stop)
+            # A replay Q agent learning in a second thread (--overlap_learning) finishes before the
+            # evaluation reads its network (the time counts to training).
+            getattr(train_agent, "finish_learning", lambda: None)()
+        train_steps_per_second = train_stats.steps_per_second  # the training phase's own, before evaluating
         if stop is not None and stop.requested:
             save_and_stop(iteration, done + train_stats.num_steps)
 
@@ -313,7 +317,7 @@ def run_single_thread_training_iterations(
             iteration=iteration,
             train_mean_return=train_summary["mean_episode_return"],
             train_num_episodes=train_summary["num_episodes"],
-            train_steps_per_second=train_summary["steps_per_second"],
+            train_steps_per_second=train_steps_per_second,
             eval_summary=eval_summary,
             learner_statistics=train_agent.statistics,
             logger=logger,

@@ -122,6 +122,7 @@ class TimedEnv(CountingEnv):
 def test_results_rows_carry_the_runs_wall_clock_and_evaluation_seconds_across_a_resume(tmp_path, monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(main_loop, "time", clock)
+    monkeypatch.setattr(trackers, "time", clock)
     path = tmp_path / "results.csv"
     # A resumed run: its earlier part took 100 s, 30 of them evaluating.
     loop_state = main_loop.LoopState(next_iteration=1, wall_seconds=100.0, eval_seconds=30.0)
@@ -147,6 +148,8 @@ def test_results_rows_carry_the_runs_wall_clock_and_evaluation_seconds_across_a_
         ("2", 128.0, 46.0),
     ]
     assert (loop_state.wall_seconds, loop_state.eval_seconds) == (128.0, 46.0)  # what the checkpoint keeps
+    # The training speed is the training phase's: 6 steps in 6 s, not over the 8 s of evaluation too.
+    assert [float(r["train_steps_per_second"]) for r in rows] == [1.0, 1.0]
 
 
 def test_a_checkpoint_from_before_the_wall_clock_columns_resumes_at_zero_seconds():
