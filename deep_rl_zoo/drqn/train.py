@@ -62,6 +62,10 @@ class DrqnConfig(replay_q_agents.EpsilonGreedyConfig):
     def __post_init__(self):
         super().__post_init__()
         require(
+            not self.overlap_learning,
+            "--overlap_learning is for the feed-forward replay Q agents; DRQN acts and learns in turn",
+        )
+        require(
             0.0 <= self.obscure_probability <= 1.0,
             f"--obscure_probability must be in [0, 1], got {self.obscure_probability}",
         )

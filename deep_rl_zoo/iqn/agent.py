@@ -65,7 +65,14 @@ class Iqn(replay_q_agents.ReplayQAgent):
             exploration_epsilon, ...).
         """
         super().__init__(**shared)
-        self._acting_network = SampledTausQNetwork(self._network, num_acting_taus, tau_generator)
+        # With overlapped learning acting runs beside `_learn` and needs fractions of its own.
+        self._acting_tau_generator = tau_generator
+        if self._overlap:
+            seed = int(torch.randint(2**62, (1,), generator=tau_generator))
+            self._acting_tau_generator = torch.Generator().manual_seed(seed)
+        self._acting_network = SampledTausQNetwork(
+            self._acting_source, num_acting_taus, self._acting_tau_generator
+        )
         self._num_online_taus = num_online_taus
         self._num_target_taus = num_target_taus
         self._num_acting_taus = num_acting_taus
@@ -97,8 +104,13 @@ class Iqn(replay_q_agents.ReplayQAgent):
         self._apply_gradient(loss)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "tau_generator": self._tau_generator.get_state()}
+        state = {**super().state_dict(), "tau_generator": self._tau_generator.get_state()}
+        if self._acting_tau_generator is not self._tau_generator:
+            state["acting_tau_generator"] = self._acting_tau_generator.get_state()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self._tau_generator.set_state(state["tau_generator"])
+        if "acting_tau_generator" in state and self._acting_tau_generator is not self._tau_generator:
+            self._acting_tau_generator.set_state(state["acting_tau_generator"])

@@ -67,6 +67,7 @@ def build_agents(config: IqnConfig, env: gym.Env, device: torch.device) -> train
         rng=rng,
         tau_generator=torch.Generator().manual_seed(int(rng.integers(2**63))),
         huber_delta=config.huber_delta or None,
+        overlap_learning=config.overlap_learning,
     )
     eval_tau_generator = torch.Generator().manual_seed(int(rng.integers(2**63)))
     eval_agent = EpsilonGreedyActor(

@@ -49,8 +49,9 @@ class Rainbow(replay_q_agents.ReplayQAgent):
         if self._replay.size < self._min_replay_size and (
             env_steps % interval == 0 or env_steps // interval > self._env_steps // interval
         ):
-            reset_noise(self._network)  # warm-up: vary the behaviour; later `_learn` redraws the noise
-        return greedy_actions(self._network, observations, self._device)
+            reset_noise(self._acting_network)  # warm-up: vary the behaviour; later `_learn` redraws the noise
+        # The online network itself, or with overlapped learning its copy (with the noise last drawn).
+        return greedy_actions(self._acting_network, observations, self._device)
 
     def _learn(self) -> None:
         sample = self._replay.sample(self._batch_size, self._importance_sampling_exponent(self._env_steps))

@@ -70,6 +70,7 @@ def build_agents(config: RainbowConfig, env: gym.Env, device: torch.device) -> t
         **replay_q_agents.transition_storage(config, observation_shape, rng, prioritized=True),
         importance_sampling_exponent=replay_q_agents.importance_sampling_schedule(config),
         priority_epsilon=config.priority_epsilon,
+        overlap_learning=config.overlap_learning,
     )
     return training.Agents(train_agent, agent.MeanNetworkActor(network, device))
 

@@ -470,8 +470,8 @@ MUTANTS = [
     Mutant(
         "q_replay/first-timestep-counted-as-env-step",
         Q_REPLAY,
-        "env_steps += sum(not timestep.first for timestep in timesteps)",
-        "env_steps += len(timesteps)",
+        "return sum(not timestep.first for timestep in timesteps)",
+        "return len(timesteps)",
         "env steps (and with them epsilon, beta and the learning cadence) run ahead at every episode",
     ),
     Mutant(
