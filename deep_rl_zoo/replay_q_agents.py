@@ -60,8 +60,8 @@ class ReplayQConfig(RunConfig):
     overlap_learning: bool = field(
         False,
         "Take each due gradient step in a second thread while acting goes on (the same batches and "
-        "gradient steps as without; actions use the parameters from before the step in flight). Faster on "
-        "2+ cores on Atari; --num_threads=0 then gives each thread one core.",
+        "gradient steps as without; actions use the parameters from before the step in flight). Slower than "
+        "the serial loop on a 2-core CPU (docs/usage.md); --num_threads=0 then gives each thread one core.",
     )
 
     def auto_num_threads(self, cores: int) -> int:
