@@ -6,8 +6,9 @@ two iterations of `--env_steps` env steps each and no evaluation. The figures ar
 the steady state: start-up (imports, env creation, actors' spawning) and the replay agents' warm-up fall
 in iteration 1.
 
-Changed from the defaults only where the defaults would time the warm-up rather than the training: the
-replay agents get a small replay (`--replay_capacity`, which changes memory, not speed) and a short
+Changed from the defaults only where the defaults would time the warm-up rather than the training:
+PPO-RND's random play for its observation normaliser is cut to one update's worth, the replay agents get
+a small replay (`--replay_capacity`, which changes memory, not speed) and a short
 warm-up, and the epsilon-greedy ones reach their final epsilon at its end
 (`--exploration_epsilon_decay_steps=0`), so the actor takes a forward pass for nearly every action, as
 for the bulk of a real run. The table prints those flags beside each agent.
@@ -34,6 +35,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -81,7 +83,9 @@ AGENTS = (
     Agent("actor_critic", "policy", 8000),
     Agent("a2c", "policy", 16384),
     Agent("ppo", "policy", 16384),
-    Agent("ppo_rnd", "policy", 16384),
+    # PPO-RND's defaults play 51,200 random env steps to set its observation normaliser: one update's worth
+    # here, so that iteration 2 learns.
+    Agent("ppo_rnd", "policy", 16384, ("--observation_warmup_steps=1024",)),
     Agent("ppo_icm", "policy", 16384),
     Agent("impala", "policy", 16384),
     Agent("sac", "replay policy", 4000, _REPLAY),
@@ -134,11 +138,15 @@ def run_sampled(
         )
         marks: dict[int, float] = {}
         peak_rss = 0
-        while child.poll() is None:
-            cpu_s, rss = session_usage(child.pid)
-            peak_rss = max(peak_rss, rss)
-            marks.setdefault(stage(), cpu_s)
-            time.sleep(0.25)
+        try:
+            while child.poll() is None:
+                cpu_s, rss = session_usage(child.pid)
+                peak_rss = max(peak_rss, rss)
+                marks.setdefault(stage(), cpu_s)
+                time.sleep(0.25)
+        except BaseException:  # Ctrl-C: the run and its actors are in a session of their own
+            os.killpg(child.pid, signal.SIGKILL)
+            raise
     text = output_path.read_text()
     if child.returncode != 0:
         raise SystemExit(f"{' '.join(command[:3])} exited {child.returncode}:\n{text[-2000:]}")

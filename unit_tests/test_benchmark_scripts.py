@@ -205,8 +205,9 @@ sys.exit(check.main())
 
 def test_the_speed_table_measures_every_agents_run_atari_past_its_warm_up():
     """Each of the twenty run_atari scripts is in the table once, the flags it changes for the
-    measurement are accepted by that script's config, and a replay agent's warm-up (and epsilon's decay)
-    ends inside iteration 1, so iteration 2 times training, not collection."""
+    measurement are accepted by that script's config, and a warm-up (the replay's, epsilon's decay,
+    PPO-RND's observation normaliser's) ends inside iteration 1, so iteration 2 times training, not
+    collection."""
     from deep_rl_zoo import config as config_module
     from unit_tests.script_calls import run_script_call
 
@@ -221,8 +222,9 @@ def test_the_speed_table_measures_every_agents_run_atari_past_its_warm_up():
             [flag.removeprefix("--") for flag in agent.flags], call.config_cls
         )
         config = call.config_cls(**{**call.defaults, "num_train_steps": agent.env_steps, **overrides})
-        warm_up = getattr(config, "min_replay_size", 0) + getattr(
-            config, "exploration_epsilon_decay_steps", 0
+        warm_up = sum(
+            getattr(config, name, 0)
+            for name in ("min_replay_size", "exploration_epsilon_decay_steps", "observation_warmup_steps")
         )
         assert warm_up < agent.env_steps, agent.name
         assert isinstance(config, config_module.RunConfig)
