@@ -61,34 +61,33 @@ _RECURRENT = ("--replay_capacity=40000", "--min_replay_size=6000")
 @dataclass(frozen=True)
 class Agent:
     name: str  # the package under deep_rl_zoo/
-    family: str
     env_steps: int  # per iteration, by default: about half a minute of training on a 2-core AVX2 CPU
     flags: tuple[str, ...] = field(default=())
 
 
 AGENTS = (
-    Agent("dqn", "replay Q", 3000, _EPSILON_GREEDY),
-    Agent("double_dqn", "replay Q", 3000, _EPSILON_GREEDY),
-    Agent("prioritized_dqn", "replay Q", 3000, _EPSILON_GREEDY),
-    Agent("c51_dqn", "replay Q", 3000, _EPSILON_GREEDY),
-    Agent("rainbow", "replay Q", 3000, _REPLAY),
-    Agent("qr_dqn", "replay Q", 3000, _EPSILON_GREEDY),
-    Agent("iqn", "replay Q", 3000, _EPSILON_GREEDY),
-    Agent("drqn", "replay Q", 3000, _EPSILON_GREEDY),
-    Agent("r2d2", "recurrent", 8000, _RECURRENT),
-    Agent("ngu", "recurrent", 8000, _RECURRENT),
-    Agent("agent57", "recurrent", 8000, _RECURRENT),
-    Agent("reinforce", "policy", 8000),
-    Agent("reinforce_baseline", "policy", 8000),
-    Agent("actor_critic", "policy", 8000),
-    Agent("a2c", "policy", 16384),
-    Agent("ppo", "policy", 16384),
+    Agent("dqn", 3000, _EPSILON_GREEDY),
+    Agent("double_dqn", 3000, _EPSILON_GREEDY),
+    Agent("prioritized_dqn", 3000, _EPSILON_GREEDY),
+    Agent("c51_dqn", 3000, _EPSILON_GREEDY),
+    Agent("rainbow", 3000, _REPLAY),
+    Agent("qr_dqn", 3000, _EPSILON_GREEDY),
+    Agent("iqn", 3000, _EPSILON_GREEDY),
+    Agent("drqn", 3000, _EPSILON_GREEDY),
+    Agent("r2d2", 8000, _RECURRENT),
+    Agent("ngu", 8000, _RECURRENT),
+    Agent("agent57", 8000, _RECURRENT),
+    Agent("reinforce", 8000),
+    Agent("reinforce_baseline", 8000),
+    Agent("actor_critic", 8000),
+    Agent("a2c", 16384),
+    Agent("ppo", 16384),
     # PPO-RND's defaults play 51,200 random env steps to set its observation normaliser: one update's worth
     # here, so that iteration 2 learns.
-    Agent("ppo_rnd", "policy", 16384, ("--observation_warmup_steps=1024",)),
-    Agent("ppo_icm", "policy", 16384),
-    Agent("impala", "policy", 16384),
-    Agent("sac", "replay policy", 4000, _REPLAY),
+    Agent("ppo_rnd", 16384, ("--observation_warmup_steps=1024",)),
+    Agent("ppo_icm", 16384),
+    Agent("impala", 16384),
+    Agent("sac", 4000, _REPLAY),
 )
 AGENTS_BY_NAME = {agent.name: agent for agent in AGENTS}
 

@@ -441,7 +441,6 @@ class ReplayQAgent:
         self._in_flight: Future | None = None
         self._queued: list[tuple[TimeStep, int, int] | None] = []  # (timestep, action, stream); None: reset
         self._acted_env_steps = 0  # env steps acted; `_env_steps` lags it while timesteps are queued
-        self._replay_ready = False  # the replay held min_replay_size once: gradient steps are due by count
 
     def _learn(self) -> None:
         """One gradient step: sample a batch, compute the loss, `_apply_gradient(loss)`."""
@@ -477,7 +476,8 @@ class ReplayQAgent:
         return int(self.step_batch([timestep])[0])
 
     def step_batch(self, timesteps: Sequence[TimeStep]) -> np.ndarray:
-        if self._overlap and self._replay_ready:
+        # Once the replay holds min_replay_size (it never shrinks), gradient steps are due by count alone.
+        if self._overlap and self._replay.size >= self._min_replay_size:
             return self._step_overlapped(timesteps)
         actions, self._env_steps, gradient_steps = act_and_store(
             timesteps,
@@ -492,7 +492,6 @@ class ReplayQAgent:
             for _ in range(gradient_steps):
                 self._learn()
         elif gradient_steps:  # the first gradient steps of an overlapped run
-            self._replay_ready = True
             self._launch(gradient_steps)
         return actions
 
@@ -586,8 +585,6 @@ class ReplayQAgent:
         self._target_network.load_state_dict(state["target_network"])
         self._optimizer.load_state_dict(state["optimizer"])
         self._env_steps = self._acted_env_steps = state["env_steps"]
-        # A restored replay (--checkpoint_replay) is loaded after this; the next step re-checks it.
-        self._replay_ready = False
         self._learner_steps = state["learner_steps"]
         if self._rng is not None:
             self._rng.bit_generator.state = state["rng"]
