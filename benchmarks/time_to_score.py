@@ -32,13 +32,16 @@ import csv
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPOSITORY))
+
+from deep_rl_zoo.results import export  # noqa: E402
+
 MIN_EPISODES = 10  # whole evaluation episodes an evaluation needs to count (main_loop.SOLVED_MIN_EPISODES)
 CURVE_COLUMNS = (
     "iteration",
@@ -120,14 +123,11 @@ def read_results(run_dir: str) -> list[dict]:
 
 
 def cpu_description() -> dict:
-    """The CPU's model name (from /proc/cpuinfo where there is one) and the cores this process may use."""
-    model = platform.processor() or platform.machine()
-    if os.path.isfile("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        model = names[0] if names else model
+    """The CPU as published results name it (model, widest vector unit, native bfloat16) and the cores
+    this process may use."""
+    model, bfloat16 = export.cpu_description()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu_model": model, "cpu_cores": cores}
+    return {"cpu_model": model, "cpu_native_bfloat16": bfloat16, "cpu_cores": cores}
 
 
 def _seconds(value: float | None) -> str:
@@ -169,7 +169,11 @@ def write_report(out: str, summary: dict, curve: list[dict]) -> str:
         lines.append(
             f"- the training process's whole wall time (start-up included): {_seconds(summary['process_wall_seconds'])}"
         )
-    lines += [f"- CPU: {summary['cpu_model']}, {summary['cpu_cores']} cores", ""]
+    lines += [
+        f"- CPU: {summary['cpu_model']}, {summary['cpu_cores']} cores, native bfloat16: "
+        f"{summary['cpu_native_bfloat16']}",
+        "",
+    ]
     if "command" in summary:
         lines += ["    " + summary["command"], ""]
     lines += [

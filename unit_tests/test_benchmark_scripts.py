@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from deep_rl_zoo.results import export
+
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -91,7 +93,9 @@ def test_time_to_score_is_the_first_evaluation_over_ten_whole_episodes_reaching_
     assert summary["train_env_steps"] == 1_000_000  # 4 iterations of 250,000
     assert (summary["wall_seconds"], summary["wall_seconds_without_eval"]) == (3600.0, 3180.0)  # 3600 - 420
     assert summary["short_evaluations_reaching"] == 1  # iteration 1's 9 games
-    assert summary["cpu_model"] and summary["cpu_cores"] >= 1
+    # The CPU as the published results name it: model with its vector unit, and native bfloat16 or not.
+    assert (summary["cpu_model"], summary["cpu_native_bfloat16"]) == export.cpu_description()
+    assert summary["cpu_cores"] >= 1
     saved = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert saved["iteration"] == 3
     curve = (tmp_path / "out" / "curve.csv").read_text().splitlines()
