@@ -133,8 +133,8 @@ class UnrollActor:
       collected with the parameters the learner holds when it learns from it (strictly on-policy);
     - `wait_for_parameters=False` (IMPALA, SAC): take newer parameters if any were published, and go on.
 
-    `process_unroll` may replace the unroll by what is actually sent (A2C-grad sends gradients computed
-    from it). The actor is used by every distributed agent; IMPALA passes its recurrent `ActingPolicy`.
+    `process_unrolls` may replace the unrolls of a send (the one unroll, or one per env) by what is
+    actually sent (A2C-grad sends one gradient computed from all of them). The actor is used by every distributed agent; IMPALA passes its recurrent `ActingPolicy`.
 
     With `--num_envs` = N > 1 the actor steps N envs (`step_batch`, one batched forward per round) and
     keeps one unroll per env; every T rounds it sends the N unrolls in one message (a list), env i's
@@ -155,7 +155,7 @@ class UnrollActor:
         agent_name: str,
         wait_for_parameters: bool = True,
         record_behaviour: bool = False,
-        process_unroll: Any = None,
+        process_unrolls: Any = None,
     ):
         """
         Args:
@@ -167,7 +167,8 @@ class UnrollActor:
           wait_for_parameters: after each send, wait for new parameters (else only take them if any).
           record_behaviour: also send the `first` flags, the behaviour logits (discrete actions) and the
             recurrent state before each unroll.
-          process_unroll: turns each finished unroll into what is sent (default: the unroll itself).
+          process_unrolls: turns the list of unrolls finished together (one per env) into what is sent
+            (default: the unrolls themselves).
         """
         self.agent_name = agent_name
         self._link = link
@@ -181,7 +182,7 @@ class UnrollActor:
         self._rng = rng
         self._wait_for_parameters = wait_for_parameters
         self._record_behaviour = record_behaviour
-        self._process_unroll = process_unroll
+        self._process_unrolls = process_unrolls
         self._observation_dtype = observation_dtype(observation_space)
         self._no_action = np.zeros(action_space.shape, np.float32) if self._continuous else 0
         self._no_logits = None if self._continuous else np.zeros(int(action_space.n), np.float32)
@@ -260,9 +261,10 @@ class UnrollActor:
             self._envs[i] = _EnvUnroll(core_state)
             self._envs[i].observations.append(env.observations[-1])
             self._envs[i].first.append(env.first[-1])
-        if self._process_unroll is not None:
-            unrolls = [self._process_unroll(unroll) for unroll in unrolls]
-        self._link.send(unrolls if self._batched else unrolls[0])
+        if self._process_unrolls is not None:
+            self._link.send(self._process_unrolls(unrolls))
+        else:
+            self._link.send(unrolls if self._batched else unrolls[0])
         if self._wait_for_parameters:
             self._link.wait_for_new_parameters()
         else:

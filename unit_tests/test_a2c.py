@@ -49,22 +49,29 @@ def _unroll(actor_index, length=6, terminated_at=None):
     )
 
 
-def test_gradient_averaging_equals_the_gradient_of_the_batch_loss(tmp_path):
-    # With equally many valid steps per unroll, mean of per-unroll gradients = gradient of the batch
-    # loss: A2C-grad and A2C take the same step.
+def test_weighted_gradient_averaging_equals_the_gradient_of_the_batch_loss(tmp_path):
+    # Actor 0's unroll has 6 valid transitions, actor 1's 5 (an episode ended inside it): the mean of
+    # the actors' gradients weighted by those counts is the gradient of A2C's loss on the whole batch,
+    # and so is one actor's gradient on both unrolls (an actor of 2 envs).
     config = _config(tmp_path)
     env = gym.make("CartPole-v1")
     network = train.build_network(config, env)
-    payloads = [_unroll(0), _unroll(1)]
+    payloads = [_unroll(0), _unroll(1, terminated_at=2)]
     computer = agent.GradientComputer(network, 0.99, 0.5, 0.01, torch.device("cpu"))
-    averaged = np.mean([computer(u).gradient for u in payloads], axis=0)
+    gradients = [computer([u]) for u in payloads]
+    assert [g.num_valid for g in gradients] == [6, 5]
+    weighted = sum(g.num_valid * g.gradient for g in gradients) / 11
+    pooled = computer(payloads)
 
     network.zero_grad()
     batch = unrolls.stack_unrolls(payloads, [u.reward for u in payloads], torch.device("cpu"))
     loss, _ = agent.a2c_loss(network, batch, 0.99, 0.5, 0.01)
     loss.backward()
     batch_gradient = torch.cat([p.grad.flatten() for p in network.parameters()]).numpy()
-    np.testing.assert_allclose(averaged, batch_gradient, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(weighted, batch_gradient, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(pooled.gradient, batch_gradient, rtol=1e-4, atol=1e-6)
+    assert pooled.num_valid == 11
+    assert not np.allclose(np.mean([g.gradient for g in gradients], axis=0), batch_gradient, atol=1e-6)
 
 
 def test_a2c_grad_learner_applies_the_mean_gradient(tmp_path):
@@ -73,8 +80,8 @@ def test_a2c_grad_learner_applies_the_mean_gradient(tmp_path):
     learner = train.build_learner(config, env, torch.device("cpu"), gradients_from_actors=True).learner
     size = sum(p.numel() for p in learner.shared_module.parameters())
     gradients = [
-        agent.Gradient(0, np.full(size, 1.0, np.float32), {"loss": 1.0}),
-        agent.Gradient(1, np.full(size, 3.0, np.float32), {"loss": 3.0}),
+        agent.Gradient(0, np.full(size, 1.0, np.float32), {"loss": 1.0}, 4),
+        agent.Gradient(1, np.full(size, 3.0, np.float32), {"loss": 3.0}, 4),
     ]
     before = [p.detach().clone() for p in learner.shared_module.parameters()]
     learner.learn(gradients)
@@ -160,7 +167,7 @@ def test_a2c_learns_cartpole(tmp_path, gradients_from_actors):
     a low bar that a half-trained policy clears by luck). Budget: 100k env steps, evaluated every 25k,
     is what the slowest of the three measured seeds needed (README: seeds 1-3 solve at 25k, 25k, 100k
     with these defaults); the run is synchronous, so seed 1 (the default, not picked) repeats its 25k
-    exactly. A2C-grad takes the same mean-gradient steps up to how episode ends split the unrolls.
+    exactly. A2C-grad takes the same steps (its actors' gradients weighted by their valid transitions).
     """
     config = _config(
         tmp_path,

@@ -458,46 +458,59 @@ def test_a2c_grad_actor_sends_the_gradient_of_its_own_unroll_afresh_each_time():
     value = torch.tensor([-1.5, -1.0, 0.0, 0.0, 0.0, 0.0]) / 2 / 2
     expected = torch.cat([policy.flatten(), value]).numpy()  # parameter order: logits, values
     for _ in range(2):  # the second call must not add to the first call's gradient
-        gradient = computer(unroll)
+        gradient = computer([unroll])
         np.testing.assert_allclose(gradient.gradient, expected, rtol=1e-6, atol=1e-7)
-        assert gradient.actor_index == 0
+        assert (gradient.actor_index, gradient.num_valid) == (0, 2)
 
 
-def test_a2c_grad_learner_applies_the_mean_of_the_actors_gradients():
+def test_a2c_grad_actor_of_several_envs_sends_one_gradient_of_their_pooled_loss():
+    # An actor stepping both envs (--num_envs=2) sends one gradient: A2C's loss on its 3 valid
+    # transitions, the learner's batch gradient, and 3 as its weight.
+    network = TableActorCritic([[0.0, 0.0]] * 6, A2C_VALUES)
+    computer = a2c_agent.GradientComputer(network, 0.5, 0.5, 0.0, CPU)
+    gradient = computer(list(reversed(_a2c_unrolls())))
+    policy, value = _a2c_expected_grads()
+    expected = torch.cat([policy.flatten(), value]).numpy()
+    np.testing.assert_allclose(gradient.gradient, expected, rtol=1e-6, atol=1e-7)
+    assert (gradient.actor_index, gradient.num_valid) == (0, 3)
+
+
+def test_a2c_grad_learner_weights_the_actors_gradients_by_their_valid_transitions():
     network = TableActorCritic([[0.0, 0.0]], [0.0])  # 3 parameters: 2 logits, 1 value
     optimizer = RecordingSgd(network.parameters())
     learner = _a2c_learner(a2c_agent.A2cGrad, network, optimizer)
     gradients = [
-        a2c_agent.Gradient(1, np.array([3.0, 0.0, 6.0], np.float32), {"loss": 3.0}),
-        a2c_agent.Gradient(0, np.array([1.0, 2.0, -2.0], np.float32), {"loss": 1.0}),
+        a2c_agent.Gradient(1, np.array([3.0, 0.0, 6.0], np.float32), {"loss": 3.0}, 3),
+        a2c_agent.Gradient(0, np.array([1.0, 2.0, -2.0], np.float32), {"loss": 1.0}, 1),
     ]
     learner.learn(gradients)
-    # mean: [(1 + 3) / 2, (2 + 0) / 2, (-2 + 6) / 2] = [2, 1, 2]
-    torch.testing.assert_close(optimizer.grad(network.logits), torch.tensor([[2.0, 1.0]]))
-    torch.testing.assert_close(optimizer.grad(network.values), torch.tensor([2.0]))
-    assert learner.statistics["loss"] == 2.0  # (1 + 3) / 2
+    # (1 * [1, 2, -2] + 3 * [3, 0, 6]) / 4 = [2.5, 0.5, 4]; an unweighted mean would give [2, 1, 2]
+    torch.testing.assert_close(optimizer.grad(network.logits), torch.tensor([[2.5, 0.5]]))
+    torch.testing.assert_close(optimizer.grad(network.values), torch.tensor([4.0]))
+    assert learner.statistics["loss"] == 2.5  # (1 * 1 + 3 * 3) / 4
 
 
 def test_a2c_grad_learner_clips_the_mean_gradient():
     network = TableActorCritic([[0.0, 0.0]], [0.0])
     optimizer = RecordingSgd(network.parameters())
     learner = _a2c_learner(a2c_agent.A2cGrad, network, optimizer, max_grad_norm=1.0)
-    learner.learn([a2c_agent.Gradient(0, np.array([3.0, 0.0, 4.0], np.float32), {"loss": 0.0})] * 2)
+    learner.learn([a2c_agent.Gradient(0, np.array([3.0, 0.0, 4.0], np.float32), {"loss": 0.0}, 2)] * 2)
     # mean [3, 0, 4] has norm 5: clipped to norm 1, [0.6, 0, 0.8]
     torch.testing.assert_close(optimizer.grad(network.logits), torch.tensor([[0.6, 0.0]]))
     torch.testing.assert_close(optimizer.grad(network.values), torch.tensor([0.8]))
 
 
-def test_a2c_and_a2c_grad_take_the_same_step_on_equal_length_unrolls():
-    # Each unroll with 2 valid transitions: the mean of per-unroll mean gradients is the batch mean.
-    unrolls_ = [_unroll(0, [0, 1, 2], [0, 1], [1.0, 1.0]), _unroll(1, [3, 4, 5], [1, 0], [1.0, 2.0])]
+def test_a2c_and_a2c_grad_take_the_same_step_when_an_episode_end_leaves_one_actor_fewer_transitions():
+    # Actor 0 has 2 valid transitions, actor 1 one (its second pair crosses a reset): A2C's loss is the
+    # mean over the 3, which A2C-grad matches by weighting each actor's mean gradient by its count.
+    unrolls_ = _a2c_unrolls()
     a2c_network = TableActorCritic([[0.0, 0.0]] * 6, A2C_VALUES)
     a2c_optimizer = RecordingSgd(a2c_network.parameters())
     _a2c_learner(a2c_agent.A2c, a2c_network, a2c_optimizer).learn(unrolls_)
     grad_network = TableActorCritic([[0.0, 0.0]] * 6, A2C_VALUES)
     grad_optimizer = RecordingSgd(grad_network.parameters())
     computer = a2c_agent.GradientComputer(grad_network, 0.5, 0.5, 0.0, CPU)
-    _a2c_learner(a2c_agent.A2cGrad, grad_network, grad_optimizer).learn([computer(u) for u in unrolls_])
+    _a2c_learner(a2c_agent.A2cGrad, grad_network, grad_optimizer).learn([computer([u]) for u in unrolls_])
     torch.testing.assert_close(
         grad_optimizer.grad(grad_network.logits), a2c_optimizer.grad(a2c_network.logits)
     )

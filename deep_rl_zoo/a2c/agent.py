@@ -10,8 +10,10 @@ learner takes one unroll from every actor and makes one gradient step on
 
 then publishes the new parameters.
 
-A2C-grad: each actor computes that same loss's gradient on its own unroll and sends the gradient
-instead of the data; the learner averages the actors' gradients and applies one optimiser step.
+A2C-grad: each actor computes that same loss's gradient on its own unrolls (one per env it steps) and
+sends the gradient instead of the data; the learner averages the actors' gradients, each weighted by its
+number of valid transitions, so that the step is A2C's (the loss is a mean over the batch's valid
+transitions), and applies one optimiser step.
 """
 
 from typing import NamedTuple
@@ -136,15 +138,17 @@ class A2c(_Learner):
 
 
 class Gradient(NamedTuple):
-    """What an A2C-grad actor sends: the gradient of A2C's loss on its own unroll."""
+    """What an A2C-grad actor sends: the gradient of A2C's loss on its own unrolls."""
 
-    actor_index: int
+    actor_index: int  # its first unroll's (`actor * num_envs`): orders the learner's sum
     gradient: np.ndarray  # [num_parameters] float32, in `network.parameters()` order
     statistics: dict
+    num_valid: int  # the valid transitions the loss averaged over: the learner's weight
 
 
 class GradientComputer:
-    """Runs in an A2C-grad actor: turns each unroll into the gradient of A2C's loss on it."""
+    """Runs in an A2C-grad actor: turns the unrolls of one send (one per env) into the gradient of A2C's
+    loss on them."""
 
     def __init__(
         self,
@@ -160,33 +164,51 @@ class GradientComputer:
         self._entropy_coef = entropy_coef
         self._device = device
 
-    def __call__(self, unroll: unrolls.Unroll) -> Gradient:
-        batch = unrolls.stack_unrolls([unroll], [unroll.reward], self._device)
+    def __call__(self, unrolls_: list[unrolls.Unroll]) -> Gradient:
+        """The gradient of A2C's loss on the actor's unrolls (one per env), in one forward and backward."""
+        batch = unrolls.stack_unrolls(unrolls_, [u.reward for u in unrolls_], self._device)
+        actor_index = min(u.actor_index for u in unrolls_)
+        num_valid = int(batch.valid.sum())
+        if num_valid == 0:  # only resets (unroll_length 1 at an episode's end): nothing to learn from
+            size = sum(p.numel() for p in self._network.parameters())
+            return Gradient(actor_index, np.zeros(size, np.float32), {}, 0)
         self._network.zero_grad(set_to_none=False)
         loss, statistics = a2c_loss(
             self._network, batch, self._discount, self._value_coef, self._entropy_coef
         )
         loss.backward()
         gradient = torch.cat([p.grad.flatten() for p in self._network.parameters()])
-        return Gradient(unroll.actor_index, gradient.cpu().numpy(), statistics)
+        return Gradient(actor_index, gradient.cpu().numpy(), statistics, num_valid)
 
 
 class A2cGrad(_Learner):
-    """The A2C-grad learner: averages the actors' gradients and applies one optimiser step."""
+    """The A2C-grad learner: averages the actors' gradients, weighted by their valid transitions, and
+    applies one optimiser step."""
 
     agent_name = "A2C-grad"
 
     def learn(self, payloads: list[Gradient]) -> None:
         payloads = sorted(payloads, key=lambda g: g.actor_index)  # float sums depend on the order
-        mean_gradient = torch.as_tensor(np.mean([p.gradient for p in payloads], axis=0), device=self._device)
+        # Weighted by valid transitions: the mean of A2C's loss over the whole batch, not of the actors'
+        # means (they differ when an episode's end leaves one actor fewer valid transitions).
+        weights = np.array([p.num_valid for p in payloads], np.float64)
+        weights /= max(weights.sum(), 1.0)
+        mean_gradient = np.zeros_like(payloads[0].gradient)
+        for weight, payload in zip(weights, payloads, strict=True):
+            mean_gradient += np.float32(weight) * payload.gradient
+        mean_gradient = torch.as_tensor(mean_gradient, device=self._device)
         offset = 0
         for parameter in self._network.parameters():
             size = parameter.numel()
             parameter.grad = mean_gradient[offset : offset + size].view_as(parameter).clone()
             offset += size
-        self._statistics = {
-            key: float(np.mean([p.statistics[key] for p in payloads])) for key in payloads[0].statistics
-        }
+        counted = [(w, p.statistics) for w, p in zip(weights, payloads, strict=True) if p.num_valid > 0]
+        if counted:
+            self._statistics = {
+                key: float(sum(w * stats[key] for w, stats in counted)) for key in counted[0][1]
+            }
+        else:  # no actor had a valid transition
+            self._statistics = dict.fromkeys(STATISTICS_KEYS, float("nan"))
         self._finish_step(
             apply_gradients(
                 self._statistics["loss"],

@@ -109,7 +109,7 @@ def build_gradient_actor(
 
 
 def _unroll_actor(
-    config, env, device, link, seed, network, agent_name, process_unroll
+    config, env, device, link, seed, network, agent_name, process_unrolls
 ) -> unrolls.UnrollActor:
     return unrolls.UnrollActor(
         policy=unrolls.policy_part(network),
@@ -120,7 +120,7 @@ def _unroll_actor(
         rng=np.random.default_rng(seed),
         device=device,
         agent_name=agent_name,
-        process_unroll=process_unroll,
+        process_unrolls=process_unrolls,
     )
 
 
