@@ -22,7 +22,7 @@ run's session). CPU seconds per 1,000 env steps are the processes' CPU time betw
 iteration 1's row and of iteration 2's, so they include iteration 1's checkpoint save; memory is the peak
 of the summed RSS (pages shared between processes counted in each).
 
-    python benchmarks/atari_speed_table.py                         # all twenty agents
+    python benchmarks/atari_speed_table.py                         # all twenty agents (twenty-one scripts: A2C-grad has its own)
     python benchmarks/atari_speed_table.py --agents=dqn,ppo --env_steps=2000
     python benchmarks/atari_speed_table.py --zoo_flags="--num_threads=2"   # one more flag for every agent
 
@@ -60,9 +60,14 @@ _RECURRENT = ("--replay_capacity=40000", "--min_replay_size=6000")
 
 @dataclass(frozen=True)
 class Agent:
-    name: str  # the package under deep_rl_zoo/
+    name: str  # the package under deep_rl_zoo/, or the package and the script's suffix (a2c_grad)
     env_steps: int  # per iteration, by default: about half a minute of training on a 2-core AVX2 CPU
     flags: tuple[str, ...] = field(default=())
+    script: str = ""  # the module it runs; default deep_rl_zoo.<name>.run_atari
+
+    @property
+    def module(self) -> str:
+        return self.script or f"deep_rl_zoo.{self.name}.run_atari"
 
 
 AGENTS = (
@@ -81,6 +86,7 @@ AGENTS = (
     Agent("reinforce_baseline", 8000),
     Agent("actor_critic", 8000),
     Agent("a2c", 16384),
+    Agent("a2c_grad", 16384, script="deep_rl_zoo.a2c.run_atari_grad"),
     Agent("ppo", 16384),
     # PPO-RND's defaults play 51,200 random env steps to set its observation normaliser: one update's worth
     # here, so that iteration 2 learns.
@@ -168,7 +174,7 @@ def measure(agent: Agent, env_steps: int, extra_flags: list[str], python: str = 
         command = [
             python,
             "-m",
-            f"deep_rl_zoo.{agent.name}.run_atari",
+            agent.module,
             "--environment_name=Pong",
             "--seed=1",
             "--num_iterations=2",

@@ -208,7 +208,7 @@ sys.exit(check.main())
 
 
 def test_the_speed_table_measures_every_agents_run_atari_past_its_warm_up():
-    """Each of the twenty run_atari scripts is in the table once, the flags it changes for the
+    """Each of the twenty-one run_atari scripts (A2C-grad's run_atari_grad too) is in the table once, the flags it changes for the
     measurement are accepted by that script's config, and a warm-up (the replay's, epsilon's decay,
     PPO-RND's observation normaliser's) ends inside iteration 1, so iteration 2 times training, not
     collection."""
@@ -217,11 +217,14 @@ def test_the_speed_table_measures_every_agents_run_atari_past_its_warm_up():
 
     speed_table = _load("atari_speed_table")
     dqn_cartpole = _load("dqn_cartpole")
-    packages = sorted(p.parent.name for p in (BENCHMARKS.parent / "deep_rl_zoo").glob("*/run_atari.py"))
-    assert sorted(agent.name for agent in speed_table.AGENTS) == packages
-    assert len(packages) == 20
+    scripts = sorted(
+        f"deep_rl_zoo.{p.parent.name}.{p.stem}"
+        for p in (BENCHMARKS.parent / "deep_rl_zoo").glob("*/run_atari*.py")
+    )
+    assert sorted(agent.module for agent in speed_table.AGENTS) == scripts
+    assert len(scripts) == 21
     for agent in speed_table.AGENTS:
-        call = run_script_call(f"deep_rl_zoo.{agent.name}.run_atari")
+        call = run_script_call(agent.module)
         overrides = dqn_cartpole.parse_overrides(
             [flag.removeprefix("--") for flag in agent.flags], call.config_cls
         )
