@@ -5,7 +5,7 @@ import dataclasses
 import functools
 import sys
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
 import torch
@@ -26,12 +26,36 @@ from deep_rl_zoo.trackers import LogCallback
 from deep_rl_zoo.types_ import Agent
 
 
+def num_parallel_envs_field(default: int, what: str) -> Any:
+    """`--num_parallel_envs` of a config with batched actors: `what` says what the envs are in the paper."""
+    return field(
+        default,
+        f"Envs whose unrolls make one update ({what}), spread over --num_actors processes x --num_envs envs "
+        "each; with both unset (0) the split suits this machine's cores.",
+    )
+
+
+def auto_num_actors_field() -> Any:
+    """`--num_actors` of a config with batched actors: 0 is auto (`actor_layout`)."""
+    return field(
+        0,
+        "Actor processes, each with its copy of the network and --num_envs envs; 0: auto "
+        "(distributed.actor_layout: as many as --num_parallel_envs needs, at most one per core on Atari).",
+    )
+
+
+def auto_num_envs_field() -> Any:
+    """`--num_envs` of a config with batched actors: 0 is auto (`actor_layout`)."""
+    return field(0, "Envs per actor, stepped with one batched forward; 0: auto (see --num_actors).")
+
+
 @dataclasses.dataclass(frozen=True)
 class DistributedConfig(RunConfig):
     """Flags shared by every agent whose actors run in their own processes (PPO, A2C, ...).
 
-    A config whose `batched_actors` is True (PPO, A2C: actors that step several envs each) has a field
-    `num_parallel_envs` too, and 0 for `num_actors`/`num_envs` means auto (`actor_layout`).
+    A config whose `batched_actors` is True (PPO, A2C, PPO-RND, PPO-ICM: actors that step several envs
+    each) has a field `num_parallel_envs` too, and 0 for `num_actors`/`num_envs` means auto
+    (`actor_layout`; the fields: `num_parallel_envs_field`, `auto_num_actors_field`, `auto_num_envs_field`).
     """
 
     # The agent's actors can step --num_envs envs each (see train_distributed's `batched_actors`).

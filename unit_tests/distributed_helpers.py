@@ -227,6 +227,37 @@ def stacked(payloads: list[unrolls.Unroll]) -> unrolls.UnrollBatch:
     return unrolls.stack_unrolls(payloads, [u.reward for u in payloads], CPU)
 
 
+def one_actor_of_two_envs_learns_as_two_actors(make_learner) -> None:
+    """PPO-RND's and PPO-ICM's learners on the same two unrolls, sent by two one-env actors or by one
+    actor of two envs (`--num_actors=1 --num_envs=2`): the same update, parameters and per-env reward
+    statistics alike. `make_learner(**flags)` builds a learner from the same torch seed."""
+    payloads = [mountain_car_unroll(0, reward=-1.0), mountain_car_unroll(1, reward=-1.0)]
+    two_actors = make_learner(num_actors=2)
+    one_actor = make_learner(num_actors=1, num_envs=2)
+    for learner in (two_actors, one_actor):
+        learner.learn(list(payloads))
+        assert learner.statistics["learner_steps"] == 1
+    _assert_same_state(two_actors.state_dict(), one_actor.state_dict(), "learner")
+
+
+def _assert_same_state(a: Any, b: Any, where: str) -> None:
+    """Equal nested state dicts: tensors and arrays element for element, the rest by ==."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            _assert_same_state(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=where)
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_same_state(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
 def curiosity_atari_smoke(
     tmp_path: Path,
     agent_name: str,

@@ -47,6 +47,10 @@ def test_the_default_atari_layout_keeps_the_papers_batch_on_any_machine(monkeypa
     from deep_rl_zoo.a2c import train as a2c_train
     from deep_rl_zoo.ppo import run_atari as ppo_atari
     from deep_rl_zoo.ppo import train as ppo_train
+    from deep_rl_zoo.ppo_icm import run_atari as icm_atari
+    from deep_rl_zoo.ppo_icm import train as icm_train
+    from deep_rl_zoo.ppo_rnd import run_atari as rnd_atari
+    from deep_rl_zoo.ppo_rnd import train as rnd_train
 
     _with_cores(monkeypatch, cores)
     ppo = ppo_train.PpoConfig(**ppo_atari.DEFAULTS)
@@ -56,6 +60,13 @@ def test_the_default_atari_layout_keeps_the_papers_batch_on_any_machine(monkeypa
     for defaults in (a2c_atari.DEFAULTS, a2c_grad_atari.DEFAULTS):
         a2c = a2c_train.A2cConfig(**defaults)
         assert a2c.num_actors * a2c.num_envs * a2c.unroll_length == 16 * 5  # Mnih et al. 2016: 16 x 5
+    # PPO-RND and PPO-ICM: PPO's 8 envs x 128 steps, one actor process per core at most
+    for curious in (
+        rnd_train.PpoRndConfig(**rnd_atari.DEFAULTS),
+        icm_train.PpoIcmConfig(**icm_atari.DEFAULTS),
+    ):
+        assert curious.num_actors * curious.num_envs * curious.unroll_length == 8 * 128
+        assert curious.num_actors <= max(cores, 1) and curious.num_threads == cores
 
 
 def test_auto_learner_threads(monkeypatch):

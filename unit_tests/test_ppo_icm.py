@@ -18,6 +18,7 @@ from unit_tests.distributed_helpers import (
     best_greedy_mean,
     curiosity_atari_smoke,
     evaluate_latest,
+    one_actor_of_two_envs_learns_as_two_actors,
     stacked,
     tiny_config,
     train_then_resume,
@@ -67,6 +68,12 @@ def test_intrinsic_reward_alone_moves_the_policy(tmp_path):
         moved[eta] = any(not torch.equal(b, p) for b, p in zip(before, actor.parameters(), strict=True))
         assert learner.statistics["forward_loss"] > 0  # the ICM itself learns either way
     assert moved == {0.0: False, 1.0: True}
+
+
+def test_an_actor_of_several_envs_gives_the_learner_what_one_env_actors_give(tmp_path):
+    # The Atari default spreads 8 envs over the cores (2 actors x 4 on 2): each env keeps its own reward
+    # statistics, and the update is the one of 8 one-env actors.
+    one_actor_of_two_envs_learns_as_two_actors(functools.partial(_learner, tmp_path))
 
 
 def test_a_learner_restored_from_a_checkpoint_file_continues_exactly(tmp_path):

@@ -16,6 +16,7 @@ from unit_tests.distributed_helpers import (
     best_greedy_mean,
     curiosity_atari_smoke,
     evaluate_latest,
+    one_actor_of_two_envs_learns_as_two_actors,
     stacked,
     tiny_config,
     train_then_resume,
@@ -61,6 +62,12 @@ def test_warmup_only_feeds_the_observation_statistics(tmp_path):
     learner.learn([_unroll(0, seed=5), _unroll(1, seed=5)])  # ... and the next batch is learned from
     assert learner.statistics["learner_steps"] == 1
     assert any(not torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
+
+
+def test_an_actor_of_several_envs_gives_the_learner_what_one_env_actors_give(tmp_path):
+    # The Atari default spreads 8 envs over the cores (2 actors x 4 on 2): each env keeps its own reward
+    # statistics, and the update is the one of 8 one-env actors.
+    one_actor_of_two_envs_learns_as_two_actors(functools.partial(_learner, tmp_path))
 
 
 def test_a_learner_restored_from_a_checkpoint_file_continues_exactly(tmp_path):

@@ -27,17 +27,9 @@ class A2cConfig(PolicyEvaluation, distributed.DistributedConfig):
     batched_actors = True  # see DistributedConfig
     learner_waits_for_actors = True  # on-policy: the actors wait while it learns
 
-    num_parallel_envs: int = field(
-        4,
-        "Envs whose unrolls make one update (A3C's actor-learners), spread over --num_actors processes "
-        "x --num_envs envs each; with both unset (0) the split suits this machine's cores.",
-    )
-    num_actors: int = field(
-        0,
-        "Actor processes, each with its copy of the network and --num_envs envs; 0: auto "
-        "(distributed.actor_layout: as many as --num_parallel_envs needs, at most one per core on Atari).",
-    )
-    num_envs: int = field(0, "Envs per actor, stepped with one batched forward; 0: auto (see --num_actors).")
+    num_parallel_envs: int = distributed.num_parallel_envs_field(4, "A3C's actor-learners")
+    num_actors: int = distributed.auto_num_actors_field()
+    num_envs: int = distributed.auto_num_envs_field()
     unroll_length: int = field(16, "Env steps per unroll; one gradient step per unroll of every actor.")
     learning_rate: float = field(1e-3, "RMSprop learning rate.")
     rmsprop_alpha: float = field(0.99, "RMSprop smoothing constant.")

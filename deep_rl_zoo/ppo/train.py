@@ -31,17 +31,9 @@ class PpoConfig(PolicyEvaluation, distributed.DistributedConfig):
     batched_actors = True  # see DistributedConfig
     learner_waits_for_actors = True  # on-policy: the actors wait while it learns
 
-    num_parallel_envs: int = field(
-        4,
-        "Envs whose unrolls make one update (the PPO paper's N actors), spread over --num_actors processes "
-        "x --num_envs envs each; with both unset (0) the split suits this machine's cores.",
-    )
-    num_actors: int = field(
-        0,
-        "Actor processes, each with its copy of the network and --num_envs envs; 0: auto "
-        "(distributed.actor_layout: as many as --num_parallel_envs needs, at most one per core on Atari).",
-    )
-    num_envs: int = field(0, "Envs per actor, stepped with one batched forward; 0: auto (see --num_actors).")
+    num_parallel_envs: int = distributed.num_parallel_envs_field(4, "the PPO paper's N actors")
+    num_actors: int = distributed.auto_num_actors_field()
+    num_envs: int = distributed.auto_num_envs_field()
     unroll_length: int = field(256, "Env steps per unroll; an update learns from one unroll per actor.")
     num_epochs: int = field(10, "Passes over each batch of unrolls.")
     minibatch_size: int = field(512, "Transitions per gradient step.")

@@ -65,6 +65,7 @@ class PpoIcm:
         observation_normalizer: ObservationNormalizer | None = None,
         normalize_intrinsic_reward: bool = False,
         extrinsic_reward_scaler: RewardScaler | None = None,
+        envs_per_actor: int = 1,
     ):
         """
         Args:
@@ -72,6 +73,8 @@ class PpoIcm:
             there is one; what the actors receive.
           icm: embedding, inverse and forward models; it reads observations through the same normaliser.
           optimizer: over the network's and the ICM's parameters.
+          num_actors: actor messages per update, one from each actor (a list of `envs_per_actor`
+            unrolls, or one unroll); `envs_per_actor`: envs each actor steps (per-env reward statistics).
           eta: scale of the intrinsic reward (0: plain PPO with an ICM that learns but is not used).
           beta: weight of the forward loss against the inverse loss.
           normalize_intrinsic_reward: divide intrinsic rewards by the running std of their discounted
@@ -91,7 +94,7 @@ class PpoIcm:
         self._device = device
         self._observation_normalizer = observation_normalizer
         self._intrinsic_normalizer = (
-            intrinsic_rewards.IntrinsicRewardNormalizer(num_actors, discount)
+            intrinsic_rewards.IntrinsicRewardNormalizer(num_actors * envs_per_actor, discount)
             if normalize_intrinsic_reward
             else None
         )

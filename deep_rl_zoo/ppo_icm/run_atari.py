@@ -18,7 +18,7 @@ DEFAULTS = {
     "max_episode_steps": 4_500,  # 18,000 frames
     "terminal_on_life_loss": False,
     "clip_reward": True,
-    "num_actors": 8,
+    "num_parallel_envs": 8,  # spread over actor processes to suit the cores (2 x 4 on 2 cores)
     "unroll_length": 128,
     "num_epochs": 3,
     "minibatch_size": 256,

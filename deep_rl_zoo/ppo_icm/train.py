@@ -32,9 +32,12 @@ class PpoIcmConfig(PolicyEvaluation, distributed.DistributedConfig):
     4 epochs of minibatches of 256, clip 0.2, entropy 0.01). Measured: see README's curiosity results.
     """
 
+    batched_actors = True  # see DistributedConfig
     learner_waits_for_actors = True  # on-policy: the actors wait while it learns (DistributedConfig)
 
-    num_actors: int = field(4, "Actor processes, each with its own environment and copy of the network.")
+    num_parallel_envs: int = distributed.num_parallel_envs_field(4, "one unroll of each makes a batch")
+    num_actors: int = distributed.auto_num_actors_field()
+    num_envs: int = distributed.auto_num_envs_field()
     unroll_length: int = field(256, "Env steps per unroll; an update learns from one unroll per actor.")
     num_epochs: int = field(4, "Passes over each batch of unrolls.")
     minibatch_size: int = field(256, "Transitions per gradient step.")
@@ -98,6 +101,7 @@ def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> d
             list(network.parameters()) + list(icm.parameters()), config.learning_rate, config.adam_eps
         ),
         num_actors=config.num_actors,
+        envs_per_actor=config.num_envs,
         discount=config.discount,
         gae_lambda=config.gae_lambda,
         eta=config.eta,
@@ -114,7 +118,9 @@ def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> d
         observation_normalizer=normalizer,
         normalize_intrinsic_reward=config.normalize_intrinsic_reward,
         extrinsic_reward_scaler=(
-            RewardScaler(config.num_actors, config.discount) if config.normalize_extrinsic_rewards else None
+            RewardScaler(config.num_actors * config.num_envs, config.discount)
+            if config.normalize_extrinsic_rewards
+            else None
         ),
     )
     eval_agent = PolicyGreedyActor(
@@ -138,5 +144,6 @@ def main(config: PpoIcmConfig, on_log: LogCallback | None = None):
         PpoIcm.agent_name,
         lambda env, device: build_learner(config, env, device),
         build_actor,
+        batched_actors=True,
         on_log=on_log,
     )

@@ -82,6 +82,7 @@ class PpoRnd:
         device: torch.device,
         observation_normalizer: ObservationNormalizer | None = None,
         extrinsic_reward_scaler: RewardScaler | None = None,
+        envs_per_actor: int = 1,
     ):
         """
         Args:
@@ -89,7 +90,9 @@ class PpoRnd:
             policy's observation normaliser if there is one; what the actors receive.
           rnd: target, predictor and their input normaliser.
           optimizer: over the network's and the predictor's parameters.
-          num_actors: unrolls per update, one from each actor.
+          num_actors: actor messages per update, one from each actor (a list of `envs_per_actor`
+            unrolls, or one unroll).
+          envs_per_actor: envs each actor steps; the intrinsic reward's return is kept per env.
           extrinsic_coef, intrinsic_coef: weights of the two advantages.
           predictor_proportion: fraction of each minibatch the predictor trains on, in (0, 1].
           observation_warmup_steps: env steps (of the initial policy) that only feed the observation
@@ -116,7 +119,7 @@ class PpoRnd:
         self._observation_normalizer = observation_normalizer
         self._extrinsic_reward_scaler = extrinsic_reward_scaler
         self._intrinsic_normalizer = intrinsic_rewards.IntrinsicRewardNormalizer(
-            num_actors, intrinsic_discount
+            num_actors * envs_per_actor, intrinsic_discount
         )
         self._last_raw_intrinsic_mean = 0.0  # of the latest batch, before scaling (for the statistics)
         # Its env-step clock (the schedule's) counts every transition received, the warm-up's included.

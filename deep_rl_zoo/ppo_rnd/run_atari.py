@@ -2,8 +2,8 @@
 `python -m deep_rl_zoo.ppo_rnd.run_atari --environment_name=MontezumaRevenge --num_actors=32 --actors_on_gpu`.
 
 Defaults follow Burda et al. 2018 (arXiv:1810.12894), appendix A.4, except the number of parallel
-environments (the paper's 128 or more; 8 actors here, each an OS process, raise --num_actors on a big
-machine) and the policy network (the Nature CNN torso, see `networks.curiosity`): rollouts of 128 steps,
+environments (the paper's 128 or more; 8 here, spread over actor processes to suit the cores, 2 x 4 on
+2 cores: raise --num_parallel_envs on a big machine) and the policy network (the Nature CNN torso, see `networks.curiosity`): rollouts of 128 steps,
 4 epochs of 4 minibatches, Adam 1e-4 (not annealed), clip 0.1, entropy 0.001, gamma_E 0.999,
 gamma_I 0.99, lambda 0.95, advantage coefficients 2 (extrinsic) and 1 (intrinsic), 25% of each batch for
 the predictor, extrinsic rewards clipped to [-1, 1], sticky actions with probability 0.25, no life-loss
@@ -23,7 +23,7 @@ DEFAULTS = {
     "sticky_action_probability": 0.25,
     "terminal_on_life_loss": False,
     "clip_reward": True,
-    "num_actors": 8,
+    "num_parallel_envs": 8,  # spread over actor processes to suit the cores (2 x 4 on 2 cores)
     "unroll_length": 128,
     "num_epochs": 4,
     "minibatch_size": 256,  # 4 minibatches of 8 x 128

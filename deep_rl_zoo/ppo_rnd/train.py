@@ -35,9 +35,12 @@ class PpoRndConfig(PolicyEvaluation, distributed.DistributedConfig):
     README's curiosity results (seeds 1-3, 500k env steps each).
     """
 
+    batched_actors = True  # see DistributedConfig
     learner_waits_for_actors = True  # on-policy: the actors wait while it learns (DistributedConfig)
 
-    num_actors: int = field(4, "Actor processes, each with its own environment and copy of the network.")
+    num_parallel_envs: int = distributed.num_parallel_envs_field(4, "one unroll of each makes a batch")
+    num_actors: int = distributed.auto_num_actors_field()
+    num_envs: int = distributed.auto_num_envs_field()
     unroll_length: int = field(256, "Env steps per unroll; an update learns from one unroll per actor.")
     num_epochs: int = field(4, "Passes over each batch of unrolls.")
     minibatch_size: int = field(256, "Transitions per gradient step.")
@@ -112,6 +115,7 @@ def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> d
         rnd=rnd,
         optimizer=optimization.adam(parameters, config.learning_rate, config.adam_eps),
         num_actors=config.num_actors,
+        envs_per_actor=config.num_envs,
         extrinsic_discount=config.extrinsic_discount,
         intrinsic_discount=config.intrinsic_discount,
         gae_lambda=config.gae_lambda,
@@ -132,7 +136,7 @@ def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> d
         if isinstance(network.normalizer, ObservationNormalizer)
         else None,
         extrinsic_reward_scaler=(
-            RewardScaler(config.num_actors, config.extrinsic_discount)
+            RewardScaler(config.num_actors * config.num_envs, config.extrinsic_discount)
             if config.normalize_extrinsic_rewards
             else None
         ),
@@ -160,5 +164,6 @@ def main(config: PpoRndConfig, on_log: LogCallback | None = None):
         PpoRnd.agent_name,
         lambda env, device: build_learner(config, env, device),
         build_actor,
+        batched_actors=True,
         on_log=on_log,
     )
