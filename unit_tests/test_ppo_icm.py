@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 import torch
 
-from deep_rl_zoo import checkpoint
+from deep_rl_zoo import checkpoint, environments
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.ppo_icm import eval_agent, run_atari, run_classic, train
 from unit_tests.distributed_helpers import (
@@ -74,6 +74,19 @@ def test_an_actor_of_several_envs_gives_the_learner_what_one_env_actors_give(tmp
     # The Atari default spreads 8 envs over the cores (2 actors x 4 on 2): each env keeps its own reward
     # statistics, and the update is the one of 8 one-env actors.
     one_actor_of_two_envs_learns_as_two_actors(functools.partial(_learner, tmp_path))
+
+
+def test_on_atari_the_icm_reads_the_papers_42x42_frames(tmp_path):
+    # Pathak et al.: 42x42 inputs through four stride-2 convolutions give 3x3x32 = 288 features. The
+    # zoo's 84x84 stacks are averaged in 2x2 blocks first (the area resize): the same 288.
+    config = tiny_config(train.PpoIcmConfig, tmp_path, run_atari.DEFAULTS, dict(environment_name="Pong"))
+    env = environments.make_environment(config, 0, train=False)
+    icm = train.build_learner(config, env, torch.device("cpu")).learner._icm
+    env.close()
+    assert icm.feature_size == 288
+    frames = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    pooled = torch.nn.functional.avg_pool2d(frames.float() / 255.0, 2)
+    torch.testing.assert_close(icm.embed(frames), icm.embedding[1:](pooled))
 
 
 def test_a_learner_restored_from_a_checkpoint_file_continues_exactly(tmp_path):

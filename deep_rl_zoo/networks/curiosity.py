@@ -12,9 +12,11 @@ Atari observations are uint8 frame stacks [C, 84, 84]; vectors are classic-contr
   Kept: orthogonal initialisation with gain sqrt(2) (the paper's code), the target never trained.
 - ICM (Pathak et al. 2017, https://arxiv.org/abs/1705.05363, section 3): embedding phi = four
   convolutions (32 3x3, stride 2, padding 1) with ELUs, flattened; inverse model = phi(s_t), phi(s_t+1)
-  -> 256 ReLU -> logits over actions; forward model = phi(s_t), one-hot a_t -> 256 ReLU -> phi. Changed:
-  the paper's frames are 42x42 (288 features); ours are the zoo's 84x84 stacks (1,152 features), so
-  that the policy and ICM see the same observation. On vectors, an MLP embedding with ELUs.
+  -> 256 ReLU -> logits over actions; forward model = phi(s_t), one-hot a_t -> 256 ReLU -> phi. The
+  paper's frames are 42x42 (288 features): PPO-ICM averages each 2x2 block of the zoo's 84x84 stacks,
+  the area resize, so its ICM reads the paper's size (and costs a quarter of the full-size embedding:
+  1,152 features, what it read before) while the policy keeps 84x84. On vectors, an MLP embedding with
+  ELUs.
 - Two value heads (RND section 2.3). Changed: on Atari the policy network is the Nature CNN torso every
   PPO agent of the zoo uses, not the paper's larger one with extra fully connected layers.
 """
@@ -138,13 +140,16 @@ class IntrinsicCuriosityModule(nn.Module):
         num_actions: int,
         hidden_sizes: Sequence[int] = (64, 64),
         model_hidden_size: int = 256,
+        image_downsample: int = 1,
     ):
+        """`image_downsample`: average each k x k block of pixels before the convolutions (PPO-ICM: 2, the
+        paper's 42x42 frames from the zoo's 84x84, 288 features; NGU's embedding: 1)."""
         super().__init__()
         self.num_actions = num_actions
         self.is_image = common.is_image_observation(observation_shape)
         if self.is_image:
             channels, height, width = observation_shape
-            layers: list[nn.Module] = []
+            layers: list[nn.Module] = [nn.AvgPool2d(image_downsample)] if image_downsample > 1 else []
             for index in range(4):
                 layers += [nn.Conv2d(channels if index == 0 else 32, 32, 3, stride=2, padding=1), nn.ELU()]
             self.embedding = nn.Sequential(*layers, nn.Flatten())

@@ -17,6 +17,9 @@ from deep_rl_zoo.ppo_icm.agent import PpoIcm
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.trackers import LogCallback
 
+# Pathak et al. feed ICM 42x42 frames: 2x2 blocks of the zoo's 84x84 averaged (`networks.curiosity`).
+ICM_IMAGE_DOWNSAMPLE = 2
+
 
 @dataclasses.dataclass(frozen=True)
 class PpoIcmConfig(PolicyEvaluation, distributed.DistributedConfig):
@@ -91,7 +94,10 @@ def build_learner(config: PpoIcmConfig, env: gym.Env, device: torch.device) -> d
     """The learner and a greedy evaluation actor sharing its network (in the learner process)."""
     network = build_network(config, env).to(device)
     icm = curiosity.IntrinsicCuriosityModule(
-        env.observation_space.shape, int(env.action_space.n), config.icm_hidden_sizes
+        env.observation_space.shape,
+        int(env.action_space.n),
+        config.icm_hidden_sizes,
+        image_downsample=ICM_IMAGE_DOWNSAMPLE,
     ).to(device)
     normalizer = network.normalizer if isinstance(network.normalizer, ObservationNormalizer) else None
     learner = PpoIcm(
