@@ -162,8 +162,10 @@ def test_run_atari_smoke(tmp_path):
     )
     assert state.train_env_steps == 15  # one unroll of 16 pairs, one of them the reset after a game of 8
     assert agent["learner_steps"] == 1
-    # The paper's embedding: four stride-2 convolutions of 32 channels over the 84x84 stack.
-    assert agent["icm"]["embedding.6.weight"].shape == (32, 32, 3, 3)
+    # The paper's embedding: four stride-2 convolutions of 32 channels over the stack averaged to 42x42
+    # (layer 0 the pooling), 288 features into the inverse model.
+    assert agent["icm"]["embedding.7.weight"].shape == (32, 32, 3, 3)
+    assert agent["icm"]["inverse_model.0.weight"].shape == (256, 2 * 288)
     assert len(shots) == 1  # the one game of 8 env steps that ended in training: its last screen
 
 
