@@ -134,7 +134,8 @@ class UnrollActor:
     - `wait_for_parameters=False` (IMPALA, SAC): take newer parameters if any were published, and go on.
 
     `process_unrolls` may replace the unrolls of a send (the one unroll, or one per env) by what is
-    actually sent (A2C-grad sends one gradient computed from all of them). The actor is used by every distributed agent; IMPALA passes its recurrent `ActingPolicy`.
+    actually sent (A2C-grad sends one gradient computed from all of them). The actor is used by every
+    distributed agent; IMPALA passes its recurrent `ActingPolicy`.
 
     With `--num_envs` = N > 1 the actor steps N envs (`step_batch`, one batched forward per round) and
     keeps one unroll per env; every T rounds it sends the N unrolls in one message (a list), env i's
