@@ -182,9 +182,16 @@ MUTANTS = [
     Mutant(
         "a2c-grad/sum-of-gradients",
         A2C,
-        "mean_gradient = torch.as_tensor(np.mean([p.gradient for p in payloads], axis=0), device=self._device)",
-        "mean_gradient = torch.as_tensor(np.sum([p.gradient for p in payloads], axis=0), device=self._device)",
-        "the step grows with the number of actors (the issue's mean -> sum)",
+        "weights /= max(weights.sum(), 1.0)",
+        "weights = weights  # counts, not shares: a sum of gradients",
+        "the step grows with the number of actors and transitions (the issue's mean -> sum)",
+    ),
+    Mutant(
+        "a2c-grad/unweighted-mean",
+        A2C,
+        "weights = np.array([p.num_valid for p in payloads], np.float64)",
+        "weights = np.ones(len(payloads), np.float64)",
+        "each actor's mean counts alike: not A2C's step when an episode end leaves an actor fewer transitions",
     ),
     Mutant(
         "a2c-grad/gradients-accumulate-in-the-actor",
@@ -196,8 +203,8 @@ MUTANTS = [
     Mutant(
         "a2c-grad/first-actor-only",
         A2C,
-        "mean_gradient = torch.as_tensor(np.mean([p.gradient for p in payloads], axis=0), device=self._device)",
-        "mean_gradient = torch.as_tensor(payloads[0].gradient, device=self._device)",
+        "for weight, payload in zip(weights, payloads, strict=True):",
+        "for weight, payload in zip([1.0], payloads[:1], strict=True):",
         "only one actor's data is learnt from",
     ),
     # ---- SAC (discrete)
