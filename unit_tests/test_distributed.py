@@ -712,6 +712,21 @@ def test_closing_with_a_hung_actor_kills_it_at_once_instead_of_waiting_for_it(ca
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process states from /proc")
+def test_an_actor_hung_just_before_the_close_is_killed_and_reported(capsys):
+    runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
+    with runtime:
+        runtime.get()
+        hung = runtime.processes[1].pid
+        os.kill(hung, signal.SIGSTOP)  # too recent to look hung: it is told to stop, and cannot obey
+        runtime._alive_at[1] = time.monotonic()
+    assert not _running(hung)
+    out = capsys.readouterr().out
+    assert "actor 1 did not stop within 10 s of the stop, so it was killed as the run ended; not restarted" in out
+    assert "actor 0" not in out
+
+
+@pytest.mark.slow
 def test_a_start_that_fails_part_way_stops_the_actors_it_started(monkeypatch):
     runtime = _flooding_runtime(num_actors=2, max_actor_restarts=1)
     start = runtime._start

@@ -513,27 +513,33 @@ class LocalActorRuntime:
         if self._closed:
             return
         self._closed = True
+        reported = set()  # every actor that ends other than by obeying the stop is said so, once
         for index, slot in enumerate(self._slots):
             # An actor that died after the learner's last `get` was never replaced: still say so.
             if slot is not None and slot.process.exitcode is not None:
                 report_death_at_close(index, self._how_it_ended(index))
-        slots = [slot for slot in self._slots if slot is not None]
-        for index, slot in enumerate(self._slots):
-            if slot is None:  # never started (a start that failed part-way)
-                continue
+                reported.add(index)
+        started = [(index, slot) for index, slot in enumerate(self._slots) if slot is not None]
+        for index, slot in started:  # (a slot is None when a start failed part-way)
             slot.wake.close()  # the actors read EOF: stop
             silent_s = time.monotonic() - self._alive_at[index]
             if silent_s > 2 * WAIT_SLICE_S and slot.process.exitcode is None:
                 slot.process.kill()
                 report_death_at_close(index, f"showed no sign of life for {silent_s:.0f} s, so it was killed")
+                reported.add(index)
         deadline = time.monotonic() + timeout_s
-        for slot in slots:
+        for _, slot in started:
             slot.process.join(timeout=max(0.0, deadline - time.monotonic()))
-        for slot in slots:
-            if slot.process.is_alive():
+        for index, slot in started:
+            if slot.process.is_alive():  # stopped or hung only moments ago, or deaf to the EOF
                 slot.process.terminate()
                 slot.process.join(timeout=2.0)
-            if slot.process.is_alive():
-                slot.process.kill()
-                slot.process.join()
+                if slot.process.is_alive():
+                    slot.process.kill()
+                    slot.process.join()
+                how = f"did not stop within {timeout_s:g} s of the stop, so it was killed"
+            else:  # it died while the others were told to stop (a signal), or failed on its way out
+                how = self._how_it_ended(index) if slot.process.exitcode != 0 else None
+            if how is not None and index not in reported:
+                report_death_at_close(index, how)
             slot.messages.close()
