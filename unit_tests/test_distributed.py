@@ -722,7 +722,10 @@ def test_an_actor_hung_just_before_the_close_is_killed_and_reported(capsys):
         runtime._alive_at[1] = time.monotonic()
     assert not _running(hung)
     out = capsys.readouterr().out
-    assert "actor 1 did not stop within 10 s of the stop, so it was killed as the run ended; not restarted" in out
+    assert (
+        "actor 1 did not stop within 10 s of the stop, so it was killed as the run ended; not restarted"
+        in out
+    )
     assert "actor 0" not in out
 
 

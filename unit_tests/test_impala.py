@@ -14,7 +14,7 @@ from deep_rl_zoo.config import PolicyEvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.impala import eval_agent, run_atari, train
 from deep_rl_zoo.impala.agent import ImpalaActingPolicy
-from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic, ImpalaResNetTorso
+from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic, ImpalaResNetTorso, ImpalaShallowTorso
 from deep_rl_zoo.types_ import TimeStep
 
 # ----------------------------------------------------------------------------------------------------
@@ -30,6 +30,29 @@ def test_resnet_torso_has_three_stacks_of_16_32_32_channels_and_15_convolutions(
     assert features.shape == (2, 256)
     # 84 -> 42 -> 21 -> 11 after three stride-2 pools: 32 * 11 * 11 inputs to the linear layer.
     assert torso.fc[0].in_features == 32 * 11 * 11
+
+
+def test_shallow_torso_is_16_8x8_stride_4_then_32_4x4_stride_2_then_256_units():
+    torso = ImpalaShallowTorso((4, 84, 84))
+    convs = [m for m in torso.modules() if isinstance(m, torch.nn.Conv2d)]
+    shapes = [(c.out_channels, c.kernel_size, c.stride) for c in convs]
+    assert shapes == [(16, (8, 8), (4, 4)), (32, (4, 4), (2, 2))]
+    assert torso.fc[0].in_features == 32 * 9 * 9  # 84 -> 20 -> 9
+    features = torso(torch.full((2, 4, 84, 84), 255, dtype=torch.uint8))
+    assert features.shape == (2, 256)
+    # Frames are scaled to [0, 1] inside: 255 everywhere is the same as 1.0 into the first convolution.
+    expected = torso.fc(torso.convs(torch.ones(2, 4, 84, 84)))
+    torch.testing.assert_close(features, expected)
+
+
+def test_image_torso_flag_picks_the_torso_on_frames_only(tmp_path):
+    frames = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    env = type("Env", (), {"observation_space": frames, "action_space": gym.spaces.Discrete(6)})()
+    for name, torso_class in (("deep", ImpalaResNetTorso), ("shallow", ImpalaShallowTorso)):
+        assert isinstance(train.build_network(_config(tmp_path, image_torso=name), env).torso, torso_class)
+    assert run_atari.DEFAULTS["image_torso"] == "shallow"
+    with pytest.raises(ConfigError, match="--image_torso must be one of deep, shallow, got 'wide'"):
+        _config(tmp_path, image_torso="wide")
 
 
 def test_lstm_over_a_sequence_equals_step_by_step_and_first_resets_the_state():
@@ -252,7 +275,20 @@ def test_run_atari_smoke_with_one_actor(tmp_path):
     )
     state = train.main(config)
     assert abs(state.train_env_steps - 16) <= 8  # the learner-step boundary nearest 16 (steps of 2 x 8)
-    assert os.path.isfile(tmp_path / "checkpoints" / "IMPALA_Pong" / "IMPALA_Pong_0.ckpt")
+    path = tmp_path / "checkpoints" / "IMPALA_Pong" / "IMPALA_Pong_0.ckpt"
+    saved = checkpoint.load_checkpoint(str(path), "IMPALA", "PongNoFrameskip-v4")
+    assert saved["agent"]["network"]["torso.fc.0.weight"].shape == (256, 32 * 9 * 9)  # the shallow torso
+    # eval_agent rebuilds the torso the run trained (not ImpalaConfig's own default, the ResNet).
+    returns = eval_agent.main(
+        PolicyEvalConfig(
+            environment_name="Pong",
+            num_episodes=1,
+            max_episode_steps=30,
+            load_checkpoint_file=str(path),
+            recording_video_dir="",
+        )
+    )
+    assert len(returns) == 1
 
 
 # ----------------------------------------------------------------------------------------------------

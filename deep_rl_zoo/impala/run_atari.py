@@ -1,9 +1,18 @@
 """Trains IMPALA on an Atari game: `python -m deep_rl_zoo.impala.run_atari --num_actors=16 --actors_on_gpu`.
 
-Defaults follow the IMPALA paper's Atari setting (Espeholt et al. 2018, table G.1) with the deep ResNet
-torso: unrolls of 20 steps, batches of 32 unrolls, gamma 0.99, baseline cost 0.5, entropy cost 0.01,
-gradient norm clipped at 40, rewards clipped, learning rate 6e-4 annealed to 0 (Adam here, RMSProp in
-the paper). Pass `--lstm_size=256` for the paper's LSTM variant.
+Defaults follow the IMPALA paper's Atari setting (Espeholt et al. 2018, table G.1): unrolls of 20
+steps, batches of 32 unrolls, gamma 0.99, baseline cost 0.5, entropy cost 0.01, gradient norm clipped at
+40, rewards clipped, learning rate 6e-4 annealed to 0 (Adam here, RMSProp in the paper). Pass
+`--lstm_size=256` for the paper's LSTM variant.
+
+The torso is the paper's shallow one (its figure 3, left: two convolutions and a 256-unit layer), not
+the 15-layer ResNet its best Atari-57 results use (`--image_torso=deep`). The paper reports both; the
+ResNet takes about 20x the CPU time per frame, forward and backward, so on a CPU it decides the speed:
+on Pong, 2 cores of an AVX2 EPYC shared with another run, 32 env steps/s with the ResNet against 241
+with the shallow torso (31.0 against 4.1 CPU seconds per 1,000 env steps; `python
+benchmarks/atari_speed_table.py --agents=impala --env_steps=4096 --zoo_flags=--image_torso=deep`, then
+`shallow`), so 3M env steps take about a day with it and a few hours without. On a GPU learner choose
+`--image_torso=deep`.
 """
 
 from deep_rl_zoo.config import run_script
@@ -23,6 +32,7 @@ DEFAULTS = {
     "value_coef": 0.5,
     "entropy_coef": 0.01,
     "max_grad_norm": 40.0,
+    "image_torso": "shallow",  # the ResNet is ~20x the CPU time per frame: see above
 }
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from deep_rl_zoo import distributed, optimization, unrolls
 from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.impala.agent import Impala, ImpalaActingPolicy, ImpalaGreedyActor
-from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic
+from deep_rl_zoo.networks.impala_resnet import IMAGE_TORSOS, ImpalaActorCritic
 from deep_rl_zoo.runtime import LearnerLink
 from deep_rl_zoo.schedules import LinearSchedule
 from deep_rl_zoo.trackers import LogCallback
@@ -40,6 +40,9 @@ class ImpalaConfig(PolicyEvaluation, distributed.DistributedConfig):
         (64, 64), "Hidden layer sizes of the MLP torso (vector observations)."
     )
     lstm_size: int = field(0, "Units of the LSTM core after the torso; 0: feed-forward.")
+    image_torso: str = field(
+        "deep", "Torso on Atari frames: deep (the paper's 15-layer ResNet) or shallow (its two-conv one)."
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -51,12 +54,20 @@ class ImpalaConfig(PolicyEvaluation, distributed.DistributedConfig):
             )
         for name in ("value_coef", "entropy_coef", "max_grad_norm", "lstm_size"):
             require(getattr(self, name) >= 0, f"--{name} must be >= 0, got {getattr(self, name)}")
+        require(
+            self.image_torso in IMAGE_TORSOS,
+            f"--image_torso must be one of {', '.join(IMAGE_TORSOS)}, got {self.image_torso!r}",
+        )
 
 
 def build_network(config: ImpalaConfig, env: gym.Env) -> ImpalaActorCritic:
-    """ResNet torso on Atari frames, MLP torso on vectors; an LSTM core if --lstm_size > 0."""
+    """--image_torso on Atari frames, MLP torso on vectors; an LSTM core if --lstm_size > 0."""
     return ImpalaActorCritic(
-        env.observation_space.shape, int(env.action_space.n), config.hidden_sizes, config.lstm_size
+        env.observation_space.shape,
+        int(env.action_space.n),
+        config.hidden_sizes,
+        config.lstm_size,
+        config.image_torso,
     )
 
 
