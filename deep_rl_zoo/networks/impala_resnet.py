@@ -39,18 +39,30 @@ class _ResidualBlock(nn.Module):
         return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
 
 
-class ImpalaResNetTorso(nn.Module):
-    """Three stacks of [3x3 conv, 3x3 max-pool stride 2, 2 residual blocks] with 16, 32, 32 channels,
-    then ReLU and a 256-unit fully connected layer: 15 convolutions in all (1 + 2 x 2 per stack).
+class _FrameTorso(nn.Module):
+    """`convs` (ending in a flatten) then a fully connected layer with a ReLU, on uint8 frames
+    [B, C, H, W] in 0..255 that it scales to [0, 1] itself."""
 
-    Takes uint8 frames [B, C, H, W] in 0..255 and scales them to [0, 1] itself.
-    """
+    def __init__(self, convs: nn.Sequential, input_shape: Sequence[int], output_size: int):
+        super().__init__()
+        self.convs = convs
+        with torch.no_grad():
+            conv_size = self.convs(torch.zeros(1, *input_shape)).shape[1]
+        self.fc = nn.Sequential(nn.Linear(conv_size, output_size), nn.ReLU())
+        self.output_size = output_size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.convs(x.float() / 255.0))
+
+
+class ImpalaResNetTorso(_FrameTorso):
+    """Three stacks of [3x3 conv, 3x3 max-pool stride 2, 2 residual blocks] with 16, 32, 32 channels,
+    then ReLU and a 256-unit fully connected layer: 15 convolutions in all (1 + 2 x 2 per stack)."""
 
     def __init__(
         self, input_shape: Sequence[int], channels: Sequence[int] = (16, 32, 32), output_size: int = 256
     ):
-        super().__init__()
-        in_channels, height, width = input_shape
+        in_channels = input_shape[0]
         layers: list[nn.Module] = []
         for out_channels in channels:
             layers += [
@@ -61,40 +73,23 @@ class ImpalaResNetTorso(nn.Module):
             ]
             in_channels = out_channels
         layers += [nn.ReLU(), nn.Flatten()]
-        self.convs = nn.Sequential(*layers)
-        with torch.no_grad():
-            conv_size = self.convs(torch.zeros(1, *input_shape)).shape[1]
-        self.fc = nn.Sequential(nn.Linear(conv_size, output_size), nn.ReLU())
-        self.output_size = output_size
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.convs(x.float() / 255.0))
+        super().__init__(nn.Sequential(*layers), input_shape, output_size)
 
 
-class ImpalaShallowTorso(nn.Module):
+class ImpalaShallowTorso(_FrameTorso):
     """The paper's small architecture: 16 8x8 filters with stride 4, 32 4x4 with stride 2 (each with a
     ReLU), then a 256-unit fully connected layer with a ReLU. On a CPU it costs about a twentieth of the
-    ResNet's time per frame (forward and backward).
-
-    Takes uint8 frames [B, C, H, W] in 0..255 and scales them to [0, 1] itself.
-    """
+    ResNet's time per frame (forward and backward)."""
 
     def __init__(self, input_shape: Sequence[int], output_size: int = 256):
-        super().__init__()
-        self.convs = nn.Sequential(
+        convs = nn.Sequential(
             nn.Conv2d(input_shape[0], 16, kernel_size=8, stride=4),
             nn.ReLU(),
             nn.Conv2d(16, 32, kernel_size=4, stride=2),
             nn.ReLU(),
             nn.Flatten(),
         )
-        with torch.no_grad():
-            conv_size = self.convs(torch.zeros(1, *input_shape)).shape[1]
-        self.fc = nn.Sequential(nn.Linear(conv_size, output_size), nn.ReLU())
-        self.output_size = output_size
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.convs(x.float() / 255.0))
+        super().__init__(convs, input_shape, output_size)
 
 
 IMAGE_TORSOS = {"deep": ImpalaResNetTorso, "shallow": ImpalaShallowTorso}
