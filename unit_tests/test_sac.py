@@ -13,7 +13,7 @@ import torch
 from deep_rl_zoo import checkpoint, unrolls
 from deep_rl_zoo.config import PolicyEvalConfig
 from deep_rl_zoo.errors import ConfigError
-from deep_rl_zoo.sac import eval_agent, losses, run_atari, train
+from deep_rl_zoo.sac import eval_agent, losses, run_atari, train, value_check
 from deep_rl_zoo.types_ import TimeStep
 
 # ----------------------------------------------------------------------------------------------------
@@ -83,6 +83,64 @@ def test_bad_shapes_raise():
     with pytest.raises(ValueError, match="int64"):
         q = torch.zeros(1, 2)
         losses.soft_q_learning(q, q, torch.tensor([0.0]), torch.ones(1), torch.ones(1), q, q, q, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The critics' check (value_check): estimates against the returns that followed
+
+
+def test_value_check_returns_add_each_reached_state_entropy_bonus_and_restart_at_terminals():
+    rewards = np.array([1.0, 0.0, 2.0, 5.0, 1.0])
+    next_entropies = np.array([0.5, 0.25, 9.0, 0.75, 9.0])  # 9.0: after a terminal, must be ignored
+    ends = np.array([False, False, True, False, True])
+    soft, plain = value_check.returns_after(rewards, next_entropies, ends, discount=0.5, alpha=2.0)
+    # soft G_t = r + gamma (alpha H(s_{t+1}) + soft G_{t+1}), cut after each terminal.
+    np.testing.assert_allclose(
+        soft, [1 + 0.5 * (2 * 0.5 + 1.25), 0 + 0.5 * (2 * 0.25 + 2), 2, 5 + 0.5 * (2 * 0.75 + 1), 1]
+    )
+    np.testing.assert_allclose(plain, [1.5, 1.0, 2.0, 5.5, 1.0])
+
+
+class _Fixed(torch.nn.Module):
+    def __init__(self, name, row):
+        super().__init__()
+        self._name, self._row = name, torch.tensor([row])
+
+    def forward(self, observation):
+        return type("Output", (), {self._name: self._row.expand(len(observation), -1)})()
+
+
+def test_value_check_records_the_critics_minimum_signs_rewards_and_ends_at_a_lost_life():
+    recorder = value_check.ValueRecorder(
+        policy=_Fixed("pi_logits", [0.0, 0.0]),  # uniform: entropy log 2 in every state
+        q1=_Fixed("q_values", [1.0, 3.0]),
+        q2=_Fixed("q_values", [2.0, 0.0]),  # min(Q1, Q2) = [1, 0]
+        alpha=0.5,
+        discount=0.9,
+        clip_reward=True,
+        life_loss_ends=True,
+        device=torch.device("cpu"),
+    )
+    observation = np.zeros(3, dtype=np.float32)
+
+    def timestep(reward, lives, first=False, terminated=False):
+        return TimeStep(observation, reward, terminated, False, first, {"lives": lives})
+
+    recorder.reset()
+    actions = [recorder.step(timestep(0.0, 3, first=True)), recorder.step(timestep(5.0, 3))]
+    actions.append(recorder.step(timestep(-2.0, 2)))  # a life lost: terminal for the critics
+    recorder.step(timestep(1.0, 2, terminated=True))
+    (episode,) = recorder.episodes
+    np.testing.assert_allclose(episode.estimates, [[1.0, 0.0][a] for a in actions])
+    # Signed rewards 1, -1, 1; the chain restarts after the lost life.
+    np.testing.assert_allclose(episode.soft_returns, [1 + 0.9 * (0.5 * math.log(2) - 1), -1, 1], rtol=1e-6)
+    np.testing.assert_allclose(episode.returns, [1 - 0.9, -1, 1])
+    assert episode.raw_return == 4.0 and not episode.truncated
+
+
+def test_value_check_without_a_checkpoint_is_a_config_error():
+    with pytest.raises(ConfigError, match="load_checkpoint_file is required"):
+        value_check.main(PolicyEvalConfig(environment_name="CartPole-v1", load_checkpoint_file=""))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -242,6 +300,20 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
     )
     assert len(returns) == 2
     assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
+    # The critics' check plays the same checkpoint: one estimate and one return per action of each game.
+    episodes = value_check.main(
+        PolicyEvalConfig(
+            environment_name="CartPole-v1",
+            num_episodes=2,
+            load_checkpoint_file="latest",
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+            recording_video_dir="",
+        )
+    )
+    assert len(episodes) == 2
+    for episode in episodes:
+        assert len(episode.estimates) == len(episode.soft_returns) == episode.raw_return
+        assert np.isfinite(episode.estimates).all()
 
 
 @pytest.mark.smoke

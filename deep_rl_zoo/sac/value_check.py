@@ -1,0 +1,206 @@
+"""Checks a SAC checkpoint's critics against the returns that actually followed:
+`python -m deep_rl_zoo.sac.value_check --environment_name=Pong --load_checkpoint_file=best --num_episodes=3`.
+
+It plays the checkpoint's policy, sampling its actions (the soft Q-values are those of the sampling
+policy, so a greedy policy would be the wrong one to check them against), and records at every visited
+state s_t the critics' estimate min(Q1, Q2)(s_t, a_t) of the action taken, the policy's entropy and
+the reward that followed. After each episode it computes, backwards, the return the critics are
+trained towards:
+
+    soft G_t = r_{t+1} + gamma * (alpha * H(pi(.|s_{t+1})) + soft G_{t+1})     (0 after a terminal)
+    G_t      = r_{t+1} + gamma * G_{t+1}                                          (plain, for reference)
+
+with the rewards, terminals and discount the critics learned with (the sign of the reward and a lost
+life as a terminal on Atari when the run trained so). Averaged over the visited states, estimate minus
+soft return is the critics' bias, as in the overestimation figures of van Hasselt et al. 2016 and
+Fujimoto et al. 2018. An episode cut by a time limit has no tail: its last states' returns are short,
+and the printout says when that happened.
+"""
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from deep_rl_zoo import evaluation, gym_env
+from deep_rl_zoo.config import PolicyEvalConfig, run_script
+from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.networks import value
+from deep_rl_zoo.sac.agent import Sac
+from deep_rl_zoo.sac.train import SacConfig, build_policy_network
+from deep_rl_zoo.types_ import TimeStep
+
+
+class EpisodeValues(NamedTuple):
+    """One episode's record: per step t (a state where an action was taken), the critics' estimate of
+    the action taken and the soft and plain returns that followed; `raw_return` is the game's score."""
+
+    estimates: np.ndarray
+    soft_returns: np.ndarray
+    returns: np.ndarray
+    raw_return: float
+    truncated: bool
+
+
+def returns_after(
+    rewards: np.ndarray, entropies: np.ndarray, ends: np.ndarray, discount: float, alpha: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The soft and plain discounted returns after each action of one episode.
+
+    Args:
+      rewards: r_{t+1}, the reward after the action at step t, [T].
+      entropies: H(pi(.|s_{t+1})) of the state the action led to, [T] (unused where `ends` is set).
+      ends: whether s_{t+1} was terminal for learning (no bootstrap from it), bool [T].
+      discount: gamma.
+      alpha: the entropy temperature of the checkpoint.
+    """
+    soft, plain = np.zeros(len(rewards)), np.zeros(len(rewards))
+    soft_next = plain_next = 0.0
+    for t in reversed(range(len(rewards))):
+        if ends[t]:
+            soft_next = plain_next = 0.0
+        else:
+            soft_next += alpha * entropies[t]
+        soft[t] = soft_next = rewards[t] + discount * soft_next
+        plain[t] = plain_next = rewards[t] + discount * plain_next
+    return soft, plain
+
+
+class ValueRecorder:
+    """An evaluation actor that samples the policy and records what `EpisodeValues` holds."""
+
+    def __init__(
+        self,
+        policy: torch.nn.Module,
+        q1: torch.nn.Module,
+        q2: torch.nn.Module,
+        alpha: float,
+        discount: float,
+        clip_reward: bool,
+        life_loss_ends: bool,
+        device: torch.device,
+    ):
+        self.agent_name = Sac.agent_name
+        self._policy, self._q1, self._q2 = policy, q1, q2
+        self.alpha, self.discount = alpha, discount
+        self._clip_reward, self._life_loss_ends = clip_reward, life_loss_ends
+        self._device = device
+        self.episodes: list[EpisodeValues] = []
+        self._estimates: list[float] = []
+        self._entropies: list[float] = []  # H(pi(.|s_t)) of every state, s_0 included
+        self._rewards: list[float] = []
+        self._ends: list[bool] = []
+        self._raw_return = 0.0
+        self._lives = None
+
+    def reset(self) -> None:
+        self._estimates, self._entropies, self._rewards, self._ends = [], [], [], []
+        self._raw_return, self._lives = 0.0, None
+
+    def step(self, timestep: TimeStep) -> int:
+        lives = timestep.info.get("lives")
+        if not timestep.first:
+            self._raw_return += timestep.reward
+            self._rewards.append(float(np.sign(timestep.reward)) if self._clip_reward else timestep.reward)
+            lost_life = (
+                self._life_loss_ends and self._lives is not None and lives is not None and lives < self._lives
+            )
+            self._ends.append(timestep.terminated or lost_life)
+        self._lives = lives
+        if timestep.last:
+            self._finish(timestep.truncated)
+            return 0
+        with torch.inference_mode():
+            observation = torch.as_tensor(timestep.observation, device=self._device).unsqueeze(0)
+            log_pi = torch.log_softmax(self._policy(observation).pi_logits[0].float(), dim=-1)
+            q = torch.minimum(self._q1(observation).q_values[0], self._q2(observation).q_values[0])
+            action = int(torch.distributions.Categorical(logits=log_pi).sample())
+        self._estimates.append(float(q[action]))
+        self._entropies.append(float(-(log_pi.exp() * log_pi).sum()))
+        return action
+
+    def _finish(self, truncated: bool) -> None:
+        rewards, ends = np.asarray(self._rewards), np.asarray(self._ends, dtype=bool)
+        # The entropy of the state each action led to; the last state's is never needed (it ends the
+        # episode: terminal, or truncated with no tail to bootstrap from here).
+        next_entropies = np.append(np.asarray(self._entropies[1:]), 0.0)
+        soft, plain = returns_after(rewards, next_entropies, ends, self.discount, self.alpha)
+        self.episodes.append(
+            EpisodeValues(np.asarray(self._estimates), soft, plain, self._raw_return, truncated)
+        )
+
+    @property
+    def statistics(self) -> dict[str, float]:
+        return {}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+def main(config: PolicyEvalConfig) -> list[EpisodeValues]:
+    if not config.load_checkpoint_file:
+        raise ConfigError(
+            "--load_checkpoint_file is required: the check compares a trained checkpoint's critics"
+        )
+    recorders = []
+
+    def build_actor(env, device, checkpoint):
+        names = {f.name for f in dataclasses.fields(SacConfig)}
+        values = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in checkpoint["config"].items() if k in names
+        }
+        trained = SacConfig(**values)
+        shape, num_actions = env.observation_space.shape, int(env.action_space.n)
+        modules = {
+            "policy": build_policy_network(trained, env),
+            "q1": value.build_q_network(shape, num_actions, trained.hidden_sizes),
+            "q2": value.build_q_network(shape, num_actions, trained.hidden_sizes),
+        }
+        weights = checkpoint["agent"]["networks"]
+        for name, module in modules.items():
+            prefix = name + "."
+            module.load_state_dict({k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)})
+            module.to(device).eval()
+        atari = gym_env.is_atari(config.environment_name)
+        recorder = ValueRecorder(
+            **modules,
+            alpha=float(weights["log_alpha"].exp()),
+            discount=trained.discount,
+            clip_reward=atari and trained.clip_reward,
+            life_loss_ends=atari and trained.terminal_on_life_loss,
+            device=device,
+        )
+        recorders.append(recorder)
+        return recorder
+
+    evaluation.evaluate(config, Sac.agent_name, build_actor)
+    recorder = recorders[0]
+    episodes = recorder.episodes
+    print(f"alpha {recorder.alpha:.4g}, discount {recorder.discount}")
+    for index, e in enumerate(episodes):
+        cut = " (cut by the time limit: the last states' returns lack their tail)" if e.truncated else ""
+        print(
+            f"episode {index}: score {e.raw_return:.1f}, {len(e.estimates)} steps; mean over its states: "
+            f"estimate {e.estimates.mean():.3f}, soft return {e.soft_returns.mean():.3f}, "
+            f"plain return {e.returns.mean():.3f}{cut}"
+        )
+    if not episodes:
+        print("no episode finished: nothing to compare")
+    else:
+        estimates = np.concatenate([e.estimates for e in episodes])
+        soft = np.concatenate([e.soft_returns for e in episodes])
+        print(
+            f"all {len(estimates)} states: estimate {estimates.mean():.3f}, soft return {soft.mean():.3f}, "
+            f"bias {estimates.mean() - soft.mean():+.3f}, correlation {np.corrcoef(estimates, soft)[0, 1]:.2f}"
+        )
+    return episodes
+
+
+if __name__ == "__main__":
+    run_script(
+        PolicyEvalConfig, {"recording_video_dir": ""}, main, exclude=frozenset({"eval_sample_actions"})
+    )
