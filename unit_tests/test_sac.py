@@ -2,6 +2,7 @@
 smoke runs of every script (Atari included), resume, bad input, and a learning test on CartPole."""
 
 import csv
+import dataclasses
 import math
 import os
 
@@ -289,27 +290,18 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
         str(tmp_path / "checkpoints" / "SAC_CartPole-v1" / "SAC_CartPole-v1_1.ckpt"), "SAC", "CartPole-v1"
     )
     assert later["agent"]["env_steps"] > first["agent"]["env_steps"]  # counted on, not restarted
-    returns = eval_agent.main(
-        PolicyEvalConfig(
-            environment_name="CartPole-v1",
-            num_episodes=2,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir=str(tmp_path / "video"),
-        )
+    played = PolicyEvalConfig(
+        environment_name="CartPole-v1",
+        num_episodes=2,
+        load_checkpoint_file="latest",
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        recording_video_dir=str(tmp_path / "video"),
     )
+    returns = eval_agent.main(played)
     assert len(returns) == 2
     assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
     # The critics' check plays the same checkpoint: one estimate and one return per action of each game.
-    episodes = value_check.main(
-        PolicyEvalConfig(
-            environment_name="CartPole-v1",
-            num_episodes=2,
-            load_checkpoint_file="latest",
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            recording_video_dir="",
-        )
-    )
+    episodes = value_check.main(dataclasses.replace(played, recording_video_dir=""))
     assert len(episodes) == 2
     for episode in episodes:
         assert len(episode.estimates) == len(episode.soft_returns) == episode.raw_return

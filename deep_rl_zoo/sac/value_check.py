@@ -26,6 +26,7 @@ import torch
 from deep_rl_zoo import evaluation, gym_env
 from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import value
 from deep_rl_zoo.sac.agent import Sac
 from deep_rl_zoo.sac.train import SacConfig, build_policy_network
@@ -67,7 +68,7 @@ def returns_after(
     return soft, plain
 
 
-class ValueRecorder:
+class ValueRecorder(PolicyGreedyActor):
     """An evaluation actor that samples the policy and records what `EpisodeValues` holds."""
 
     def __init__(
@@ -81,11 +82,10 @@ class ValueRecorder:
         life_loss_ends: bool,
         device: torch.device,
     ):
-        self.agent_name = Sac.agent_name
-        self._policy, self._q1, self._q2 = policy, q1, q2
+        super().__init__(policy, device, Sac.agent_name, sample_actions=True)
+        self._q1, self._q2 = q1, q2
         self.alpha, self.discount = alpha, discount
         self._clip_reward, self._life_loss_ends = clip_reward, life_loss_ends
-        self._device = device
         self.episodes: list[EpisodeValues] = []
         self._estimates: list[float] = []
         self._entropies: list[float] = []  # H(pi(.|s_t)) of every state, s_0 included
@@ -113,7 +113,7 @@ class ValueRecorder:
             return 0
         with torch.inference_mode():
             observation = torch.as_tensor(timestep.observation, device=self._device).unsqueeze(0)
-            log_pi = torch.log_softmax(self._policy(observation).pi_logits[0].float(), dim=-1)
+            log_pi = torch.log_softmax(self._network(observation).pi_logits[0].float(), dim=-1)
             q = torch.minimum(self._q1(observation).q_values[0], self._q2(observation).q_values[0])
             action = int(torch.distributions.Categorical(logits=log_pi).sample())
         self._estimates.append(float(q[action]))
@@ -129,16 +129,6 @@ class ValueRecorder:
         self.episodes.append(
             EpisodeValues(np.asarray(self._estimates), soft, plain, self._raw_return, truncated)
         )
-
-    @property
-    def statistics(self) -> dict[str, float]:
-        return {}
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
 
 
 def main(config: PolicyEvalConfig) -> list[EpisodeValues]:
