@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(
     glob.glob(str(REPO / "deep_rl_zoo" / "*" / "run_*.py"))
     + glob.glob(str(REPO / "deep_rl_zoo" / "*" / "eval_agent.py"))
+    + glob.glob(str(REPO / "deep_rl_zoo" / "*" / "value_check.py"))
 )
 DOCUMENTS = [
     "README.md",

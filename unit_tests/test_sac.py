@@ -103,38 +103,55 @@ def test_value_check_returns_add_each_reached_state_entropy_bonus_and_restart_at
 
 
 class _Fixed(torch.nn.Module):
-    def __init__(self, name, row):
+    """Q-values that are the same in every state."""
+
+    def __init__(self, row):
         super().__init__()
-        self._name, self._row = name, torch.tensor([row])
+        self._row = torch.tensor([row])
 
     def forward(self, observation):
-        return type("Output", (), {self._name: self._row.expand(len(observation), -1)})()
+        return type("Output", (), {"q_values": self._row.expand(len(observation), -1)})()
+
+
+class _Tilted(torch.nn.Module):
+    """A policy with logits [0, x] in a state whose observation starts with x: each state's own entropy."""
+
+    def forward(self, observation):
+        logits = torch.stack([torch.zeros(len(observation)), observation[:, 0]], dim=1)
+        return type("Output", (), {"pi_logits": logits})()
+
+
+def _entropy_of_tilt(x):
+    p = torch.softmax(torch.tensor([0.0, x]), dim=0)
+    return float(-(p * p.log()).sum())
 
 
 def test_value_check_records_the_critics_minimum_signs_rewards_and_ends_at_a_lost_life():
     recorder = value_check.ValueRecorder(
-        policy=_Fixed("pi_logits", [0.0, 0.0]),  # uniform: entropy log 2 in every state
-        q1=_Fixed("q_values", [1.0, 3.0]),
-        q2=_Fixed("q_values", [2.0, 0.0]),  # min(Q1, Q2) = [1, 0]
+        policy=_Tilted(),
+        q1=_Fixed([1.0, 3.0]),
+        q2=_Fixed([2.0, 0.0]),  # min(Q1, Q2) = [1, 0]
         alpha=0.5,
         discount=0.9,
         clip_reward=True,
         life_loss_ends=True,
         device=torch.device("cpu"),
     )
-    observation = np.zeros(3, dtype=np.float32)
 
-    def timestep(reward, lives, first=False, terminated=False):
+    def timestep(x, reward, lives, first=False, terminated=False):
+        observation = np.array([x, 0.0], dtype=np.float32)
         return TimeStep(observation, reward, terminated, False, first, {"lives": lives})
 
     recorder.reset()
-    actions = [recorder.step(timestep(0.0, 3, first=True)), recorder.step(timestep(5.0, 3))]
-    actions.append(recorder.step(timestep(-2.0, 2)))  # a life lost: terminal for the critics
-    recorder.step(timestep(1.0, 2, terminated=True))
+    actions = [recorder.step(timestep(0.0, 0.0, 3, first=True)), recorder.step(timestep(1.0, 5.0, 3))]
+    actions.append(recorder.step(timestep(2.0, -2.0, 2)))  # a life lost: terminal for the critics
+    recorder.step(timestep(3.0, 1.0, 2, terminated=True))
     (episode,) = recorder.episodes
     np.testing.assert_allclose(episode.estimates, [[1.0, 0.0][a] for a in actions])
-    # Signed rewards 1, -1, 1; the chain restarts after the lost life.
-    np.testing.assert_allclose(episode.soft_returns, [1 + 0.9 * (0.5 * math.log(2) - 1), -1, 1], rtol=1e-6)
+    # Signed rewards 1, -1, 1; the bonus is the entropy of the state reached (s_1 after a_0); the chain
+    # restarts after the lost life, so s_2's entropy is never added.
+    expected = [1 + 0.9 * (0.5 * _entropy_of_tilt(1.0) - 1), -1, 1]
+    np.testing.assert_allclose(episode.soft_returns, expected, rtol=1e-6)
     np.testing.assert_allclose(episode.returns, [1 - 0.9, -1, 1])
     assert episode.raw_return == 4.0 and not episode.truncated
 

@@ -13,6 +13,7 @@ BASELINE = "deep_rl_zoo/reinforce_baseline/agent.py"
 AC = "deep_rl_zoo/actor_critic/agent.py"
 A2C = "deep_rl_zoo/a2c/agent.py"
 SAC = "deep_rl_zoo/sac/agent.py"
+SAC_CHECK = "deep_rl_zoo/sac/value_check.py"
 PPO = "deep_rl_zoo/ppo/agent.py"
 TORSO = "deep_rl_zoo/networks/common.py"
 UNROLLS = "deep_rl_zoo/unrolls.py"
@@ -235,6 +236,27 @@ MUTANTS = [
         "log_pi_t = torch.log_softmax(networks.policy(s_t).pi_logits, dim=-1)",
         "log_pi_t = torch.log_softmax(networks.policy(s_tm1).pi_logits, dim=-1)",
         "the soft value of s_t averages over the policy of the previous state",
+    ),
+    Mutant(
+        "sac/value-check-entropy-of-the-state-left",
+        SAC_CHECK,
+        "next_entropies = np.append(np.asarray(self._entropies[1:]), 0.0)",
+        "next_entropies = np.asarray(self._entropies)",
+        "the check's soft return adds the entropy of the state acted in, not of the state reached",
+    ),
+    Mutant(
+        "sac/value-check-bonus-past-a-terminal",
+        SAC_CHECK,
+        "            soft_next = plain_next = 0.0\n        else:",
+        "            soft_next = plain_next = 0.0\n        if True:",
+        "the check's soft return adds an entropy bonus after a terminal state",
+    ),
+    Mutant(
+        "sac/value-check-twin-maximum",
+        SAC_CHECK,
+        "q = torch.minimum(",
+        "q = torch.maximum(",
+        "the check reads the larger twin, not the minimum the critics' targets use",
     ),
     Mutant(
         "sac/log-softmax-over-the-batch",
