@@ -1,4 +1,8 @@
-"""Step-indexed hyper-parameter schedules (exploration epsilon, importance-sampling exponent...)."""
+"""Step-indexed hyper-parameter schedules (exploration epsilon, importance-sampling exponent, learning
+rate...)."""
+
+import math
+from typing import Any
 
 
 class LinearSchedule:
@@ -24,3 +28,18 @@ class LinearSchedule:
             return self.end_value if t >= self.begin_t else self.begin_value
         fraction = min(max(t - self.begin_t, 0) / self.decay_steps, 1.0)
         return self.begin_value + fraction * (self.end_value - self.begin_value)
+
+
+def learning_rate_schedule(config: Any) -> LinearSchedule:
+    """An on-policy agent's learning rate over the env steps learned from, for a config whose every update
+    learns from `num_actors x num_envs x unroll_length` transitions (PPO and its curious variants, A2C):
+    `--learning_rate` throughout, or decayed linearly to 0 at the run's last update with
+    `--anneal_learning_rate`."""
+    batch = config.num_actors * config.num_envs * config.unroll_length  # transitions per update
+    num_updates = config.num_iterations * math.ceil(config.num_train_steps / batch)
+    return LinearSchedule(
+        begin_value=config.learning_rate,
+        end_value=0.0 if config.anneal_learning_rate else config.learning_rate,
+        begin_t=0,
+        decay_steps=num_updates * batch,
+    )

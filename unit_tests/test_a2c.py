@@ -1,6 +1,7 @@
 """A2C and A2C-grad: the loss, gradient averaging equals the batch gradient, smoke runs of every
 script, resume, bad input, and learning tests on CartPole."""
 
+import dataclasses
 import os
 
 import gymnasium as gym
@@ -89,6 +90,49 @@ def test_a2c_grad_learner_applies_the_mean_gradient(tmp_path):
     for old, new in zip(before, learner.shared_module.parameters(), strict=True):
         assert (new < old).all()
     assert learner.statistics["loss"] == 2.0  # (1 + 3) / 2
+
+
+@pytest.mark.parametrize("gradients_from_actors", [False, True])
+def test_annealed_learning_rate_falls_linearly_over_the_runs_updates(tmp_path, gradients_from_actors):
+    # 2 iterations of 24 env steps, 2 actors x 1 env x 6 steps per update: 4 updates in the run, the
+    # k-th (from 0) at 0.1 x (1 - k / 4). Each must move the parameters exactly as a constant-rate
+    # learner does at that rate.
+    config = _config(
+        tmp_path,
+        num_train_steps=24,
+        unroll_length=6,
+        num_parallel_envs=2,
+        num_actors=2,
+        num_envs=1,
+        learning_rate=0.1,
+        anneal_learning_rate=True,
+    )
+    env = gym.make("CartPole-v1")
+    device = torch.device("cpu")
+    annealed = train.build_learner(config, env, device, gradients_from_actors).learner
+    constant_config = dataclasses.replace(config, anneal_learning_rate=False)
+    constant = train.build_learner(constant_config, env, device, gradients_from_actors).learner
+    constant.load_state_dict(annealed.state_dict())
+    if gradients_from_actors:
+        size = sum(p.numel() for p in annealed.shared_module.parameters())
+        rng = np.random.default_rng(0)
+        payloads = [
+            agent.Gradient(i, rng.standard_normal(size, np.float32), {"loss": 1.0}, 6) for i in (0, 1)
+        ]
+    else:
+        payloads = [_unroll(0), _unroll(1)]
+    for k in range(4):
+        state = constant.state_dict()
+        state["optimizer"]["param_groups"][0]["lr"] = 0.1 * (1 - k / 4)
+        constant.load_state_dict(state)
+        annealed.learn(payloads)
+        constant.learn(payloads)
+        assert annealed.state_dict()["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.1 * (1 - k / 4))
+        for a, b in zip(
+            annealed.shared_module.parameters(), constant.shared_module.parameters(), strict=True
+        ):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert not config.__class__().anneal_learning_rate  # constant unless asked: the published runs' setting
 
 
 def test_termination_inside_an_unroll_changes_the_loss(tmp_path):

@@ -7,7 +7,7 @@ import importlib
 import pytest
 import torch
 
-from deep_rl_zoo import config, distributed, environments
+from deep_rl_zoo import config, distributed, environments, schedules
 from deep_rl_zoo.errors import ConfigError
 
 
@@ -117,7 +117,7 @@ def test_a_ppo_checkpoint_loads_where_auto_resolves_another_layout(monkeypatch):
     for num_actors, num_envs in ((2, 4), (8, 1)):
         layout_config = train.PpoConfig(num_actors=num_actors, num_envs=num_envs)
         learners.append(train.build_learner(layout_config, env, torch.device("cpu")).learner)
-        decay_steps.append(train.learning_rate_schedule(layout_config).decay_steps)
+        decay_steps.append(schedules.learning_rate_schedule(layout_config).decay_steps)
     assert decay_steps[0] == decay_steps[1]  # the annealed learning rate reaches 0 at the same env step
     state = learners[0].state_dict()
     learners[1].load_state_dict(state)

@@ -16,6 +16,7 @@ number of valid transitions, so that the step is A2C's (the loss is a mean over 
 transitions), and applies one optimiser step.
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -77,9 +78,16 @@ class _Learner:
         entropy_coef: float,
         max_grad_norm: float,
         device: torch.device,
+        learning_rate: Callable[[int], float] | None = None,
     ):
+        """
+        Args:
+          learning_rate: the learning rate of the update that follows `k` updates (k = 0, 1, ...), set
+            on the optimiser before each; None keeps the optimiser's own.
+        """
         self._network = network
         self._optimizer = optimizer
+        self._learning_rate = learning_rate
         self.messages_per_step = num_actors
         self._discount = discount
         self._value_coef = value_coef
@@ -93,6 +101,11 @@ class _Learner:
     @property
     def shared_module(self) -> nn.Module:
         return self._network
+
+    def _start_step(self) -> None:
+        if self._learning_rate is not None:
+            for group in self._optimizer.param_groups:
+                group["lr"] = self._learning_rate(self._learner_steps)
 
     def _finish_step(self, step: GradientStep) -> None:
         self._statistics["grad_norm"] = step.grad_norm
@@ -122,6 +135,7 @@ class A2c(_Learner):
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         payloads = sorted(payloads, key=lambda u: u.actor_index)  # arrival order varies; results must not
+        self._start_step()
         batch = unrolls.stack_unrolls(payloads, [u.reward for u in payloads], self._device)
         loss, self._statistics = a2c_loss(
             self._network, batch, self._discount, self._value_coef, self._entropy_coef
@@ -189,6 +203,7 @@ class A2cGrad(_Learner):
 
     def learn(self, payloads: list[Gradient]) -> None:
         payloads = sorted(payloads, key=lambda g: g.actor_index)  # float sums depend on the order
+        self._start_step()
         # Weighted by valid transitions: the mean of A2C's loss over the whole batch, not of the actors'
         # means (they differ when an episode's end leaves one actor fewer valid transitions).
         weights = np.array([p.num_valid for p in payloads], np.float64)

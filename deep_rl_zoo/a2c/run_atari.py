@@ -2,7 +2,7 @@
 
 Defaults follow Mnih et al. 2016 and OpenAI baselines' A2C: 16 actors x 5 steps per update, RMSprop
 7e-4 (alpha 0.99, eps 1e-5), entropy 0.01, value weight 0.5, gradient norm clipped at 0.5. The learning
-rate stays constant (both references anneal it linearly to 0).
+rate stays constant unless --anneal_learning_rate is given (both references anneal it linearly to 0).
 """
 
 from deep_rl_zoo.a2c.train import A2cConfig, main

@@ -15,6 +15,7 @@ from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import policy
 from deep_rl_zoo.normalizers import NormalizedNetwork
 from deep_rl_zoo.runtime import LearnerLink
+from deep_rl_zoo.schedules import learning_rate_schedule
 from deep_rl_zoo.trackers import LogCallback
 
 
@@ -31,7 +32,10 @@ class A2cConfig(PolicyEvaluation, distributed.DistributedConfig):
     num_actors: int = distributed.auto_num_actors_field()
     num_envs: int = distributed.auto_num_envs_field()
     unroll_length: int = field(16, "Env steps per unroll; one gradient step per unroll of every actor.")
-    learning_rate: float = field(1e-3, "RMSprop learning rate.")
+    learning_rate: float = field(1e-3, "RMSprop learning rate (at the start, if annealed).")
+    anneal_learning_rate: bool = field(
+        False, "Decay the learning rate linearly to 0 over the whole run (as A3C and baselines' A2C do)."
+    )
     rmsprop_alpha: float = field(0.99, "RMSprop smoothing constant.")
     rmsprop_eps: float = field(1e-5, "RMSprop epsilon.")
     discount: float = field(0.99, "Discount factor gamma.")
@@ -72,11 +76,19 @@ def build_learner(
         entropy_coef=config.entropy_coef,
         max_grad_norm=config.max_grad_norm,
         device=device,
+        learning_rate=_learning_rate_by_update(config) if config.anneal_learning_rate else None,
     )
     return distributed.DistributedAgents(
         learner,
         PolicyGreedyActor(network, device, learner_class.agent_name, config.evaluation_samples_actions()),
     )
+
+
+def _learning_rate_by_update(config: A2cConfig):
+    """The annealed learning rate of update k: every update learns from one unroll of every env."""
+    schedule = learning_rate_schedule(config)
+    batch = config.num_actors * config.num_envs * config.unroll_length
+    return lambda k: schedule(k * batch)
 
 
 def build_actor(

@@ -1,7 +1,6 @@
 """PPO's configuration, its network/learner/actor builders, and the `main` every run script shares."""
 
 import dataclasses
-import math
 
 import gymnasium as gym
 import numpy as np
@@ -16,7 +15,7 @@ from deep_rl_zoo.networks import policy
 from deep_rl_zoo.normalizers import NormalizedNetwork, ObservationNormalizer, RewardScaler
 from deep_rl_zoo.ppo.agent import Ppo
 from deep_rl_zoo.runtime import LearnerLink
-from deep_rl_zoo.schedules import LinearSchedule
+from deep_rl_zoo.schedules import learning_rate_schedule
 from deep_rl_zoo.trackers import LogCallback
 
 
@@ -84,19 +83,6 @@ def check_ranges(
         config.minibatch_size <= batch,
         f"--minibatch_size={config.minibatch_size} is larger than a batch of --num_actors x --num_envs x "
         f"--unroll_length = {batch} transitions",
-    )
-
-
-def learning_rate_schedule(config: distributed.DistributedConfig) -> LinearSchedule:
-    """Adam's learning rate over the env steps learned from: `--learning_rate` throughout, or decayed
-    linearly to 0 at the run's last update with `--anneal_learning_rate`."""
-    batch = config.num_actors * config.num_envs * config.unroll_length  # transitions per update
-    num_updates = config.num_iterations * math.ceil(config.num_train_steps / batch)
-    return LinearSchedule(
-        begin_value=config.learning_rate,
-        end_value=0.0 if config.anneal_learning_rate else config.learning_rate,
-        begin_t=0,
-        decay_steps=num_updates * batch,
     )
 
 

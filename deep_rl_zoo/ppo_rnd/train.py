@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import distributed, environments, optimization, unrolls
+from deep_rl_zoo import distributed, environments, optimization, schedules, unrolls
 from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
@@ -127,7 +127,7 @@ def build_learner(config: PpoRndConfig, env: gym.Env, device: torch.device) -> d
         value_coef=config.value_coef,
         entropy_coef=config.entropy_coef,
         max_grad_norm=config.max_grad_norm,
-        learning_rate=ppo_train.learning_rate_schedule(config),
+        learning_rate=schedules.learning_rate_schedule(config),
         predictor_proportion=config.predictor_proportion,
         observation_warmup_steps=config.observation_warmup_steps,
         rng=np.random.default_rng(config.seed),

@@ -146,6 +146,13 @@ MUTANTS = [
     ),
     # ---- A2C and A2C-grad
     Mutant(
+        "a2c/annealed-rate-one-update-late",
+        "deep_rl_zoo/a2c/agent.py",
+        'group["lr"] = self._learning_rate(self._learner_steps)',
+        'group["lr"] = self._learning_rate(self._learner_steps + 1)',
+        "each update takes the next one's learning rate: the first is already below --learning_rate",
+    ),
+    Mutant(
         "a2c/log-prob-off-by-one",
         A2C,
         "log_prob = distribution.log_prob(padded_action).reshape(num_steps + 1, num_unrolls)[:-1]",
