@@ -3,26 +3,19 @@ video of the first episode:
 `python -m deep_rl_zoo.sac.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
 """
 
-import dataclasses
-
 from deep_rl_zoo import evaluation
 from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.sac.agent import Sac
-from deep_rl_zoo.sac.train import SacConfig, build_policy_network
+from deep_rl_zoo.sac.train import build_policy_network, load_trained_part, trained_config
 
 
 def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         # Rebuild the trained policy's architecture from the run's own flags.
-        names = {f.name for f in dataclasses.fields(SacConfig)}
-        trained = checkpoint["config"] if checkpoint else {}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names}
-        network = build_policy_network(SacConfig(**values), env)
+        network = build_policy_network(trained_config(checkpoint), env)
         if checkpoint is not None:
-            prefix = "policy."
-            weights = checkpoint["agent"]["networks"]
-            network.load_state_dict({k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)})
+            load_trained_part(network, checkpoint, "policy")
         network.to(device).eval()
         return PolicyGreedyActor(network, device, Sac.agent_name, config.evaluation_samples_actions())
 

@@ -17,19 +17,18 @@ Fujimoto et al. 2018. An episode cut by a time limit has no tail: its last state
 and the printout says when that happened.
 """
 
-import dataclasses
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from deep_rl_zoo import evaluation, gym_env
+from deep_rl_zoo import evaluation, gym_env, multistep
 from deep_rl_zoo.config import PolicyEvalConfig, run_script
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import value
 from deep_rl_zoo.sac.agent import Sac
-from deep_rl_zoo.sac.train import SacConfig, build_policy_network
+from deep_rl_zoo.sac.train import build_policy_network, load_trained_part, trained_config
 from deep_rl_zoo.types_ import TimeStep
 
 
@@ -56,15 +55,13 @@ def returns_after(
       discount: gamma.
       alpha: the entropy temperature of the checkpoint.
     """
-    soft, plain = np.zeros(len(rewards)), np.zeros(len(rewards))
-    soft_next = plain_next = 0.0
-    for t in reversed(range(len(rewards))):
-        if ends[t]:
-            soft_next = plain_next = 0.0
-        else:
-            soft_next += alpha * entropies[t]
-        soft[t] = soft_next = rewards[t] + discount * soft_next
-        plain[t] = plain_next = rewards[t] + discount * plain_next
+    discounts = np.where(ends, 0.0, discount)  # float64, as the rewards: no rounding to float32
+    # The soft return's reward at t carries the discounted entropy bonus of the state reached.
+    soft_rewards = rewards + discounts * alpha * entropies
+    rows = [torch.as_tensor(np.asarray(x, np.float64))[:, None] for x in (soft_rewards, rewards, discounts)]
+    zero = torch.zeros(1, dtype=torch.float64)
+    soft = multistep.discounted_returns(rows[0], rows[2], zero)[:, 0].numpy()
+    plain = multistep.discounted_returns(rows[1], rows[2], zero)[:, 0].numpy()
     return soft, plain
 
 
@@ -139,26 +136,20 @@ def main(config: PolicyEvalConfig) -> list[EpisodeValues]:
     recorders = []
 
     def build_actor(env, device, checkpoint):
-        names = {f.name for f in dataclasses.fields(SacConfig)}
-        values = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in checkpoint["config"].items() if k in names
-        }
-        trained = SacConfig(**values)
+        trained = trained_config(checkpoint)
         shape, num_actions = env.observation_space.shape, int(env.action_space.n)
         modules = {
             "policy": build_policy_network(trained, env),
             "q1": value.build_q_network(shape, num_actions, trained.hidden_sizes),
             "q2": value.build_q_network(shape, num_actions, trained.hidden_sizes),
         }
-        weights = checkpoint["agent"]["networks"]
         for name, module in modules.items():
-            prefix = name + "."
-            module.load_state_dict({k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)})
+            load_trained_part(module, checkpoint, name)
             module.to(device).eval()
         atari = gym_env.is_atari(config.environment_name)
         recorder = ValueRecorder(
             **modules,
-            alpha=float(weights["log_alpha"].exp()),
+            alpha=float(checkpoint["agent"]["networks"]["log_alpha"].exp()),
             discount=trained.discount,
             clip_reward=atari and trained.clip_reward,
             life_loss_ends=atari and trained.terminal_on_life_loss,

@@ -254,8 +254,8 @@ MUTANTS = [
     Mutant(
         "sac/value-check-bonus-past-a-terminal",
         SAC_CHECK,
-        "            soft_next = plain_next = 0.0\n        else:",
-        "            soft_next = plain_next = 0.0\n        if True:",
+        "soft_rewards = rewards + discounts * alpha * entropies",
+        "soft_rewards = rewards + discount * alpha * entropies",
         "the check's soft return adds an entropy bonus after a terminal state",
     ),
     Mutant(
