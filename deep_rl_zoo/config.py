@@ -165,6 +165,24 @@ class RunConfig:
         return cores if is_atari_name(self.environment_name) else 1
 
 
+def trained_config(
+    config_class: type[_C],
+    checkpoint: Mapping | None,
+    old_checkpoint_defaults: Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> _C:
+    """The config a checkpoint was trained with, to rebuild its networks for evaluation: the saved
+    flags over `config_class`'s defaults (lists back to tuples, as the checkpoint's JSON-like config
+    stores them; flags the class no longer has are dropped), or the defaults without a checkpoint.
+    `old_checkpoint_defaults` gives the value of a field that checkpoints saved before it existed must
+    get (when that is not today's default); `overrides` are set whatever was saved (for example the
+    environment being evaluated)."""
+    saved = {**(old_checkpoint_defaults or {}), **checkpoint["config"]} if checkpoint is not None else {}
+    names = {f.name for f in dataclasses.fields(config_class)}
+    values = {name: tuple(value) if isinstance(value, list) else value for name, value in saved.items()}
+    return config_class(**{name: value for name, value in {**values, **overrides}.items() if name in names})
+
+
 def available_cpu_cores() -> int:
     """CPU cores this process may run on (its affinity mask where the platform has one)."""
     if hasattr(os, "sched_getaffinity"):

@@ -12,7 +12,7 @@ plain feed-forward acting through `build_epsilon_greedy_agents`).
     build:    build_network(config, ...) -> learner_arguments + transition_storage / sequence_storage
               + epsilon_schedule / importance_sampling_schedule -> agent.<Agent>(...)
               (build_epsilon_greedy_agents: all of it, plus the evaluation actor)
-    evaluate: trained_config(checkpoint) -> load_network -> a greedy actor
+    evaluate: config.trained_config(checkpoint) -> load_network -> a greedy actor
     agent:    ReplayQAgent -> dqn.agent.Dqn, ..., rainbow.agent.Rainbow (each writes its `_learn`)
 """
 
@@ -30,7 +30,7 @@ from torch import nn
 from deep_rl_zoo import checkpoint as checkpoint_lib
 from deep_rl_zoo import evaluation, optimization, run_folders, training
 from deep_rl_zoo import replay as replay_lib
-from deep_rl_zoo.config import QEvalConfig, RunConfig, field
+from deep_rl_zoo.config import QEvalConfig, RunConfig, field, trained_config
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import EpsilonGreedyActor, epsilon_greedy_actions
 from deep_rl_zoo.schedules import LinearSchedule
@@ -264,21 +264,6 @@ def build_epsilon_greedy_agents(
 
 
 # --- Rebuilding a trained network
-
-
-def trained_config(
-    config_class: type[_C],
-    checkpoint: Mapping | None,
-    old_checkpoint_defaults: Mapping[str, Any] | None = None,
-) -> _C:
-    """The config a checkpoint was trained with: its saved values over `config_class`'s defaults, or
-    the defaults when there is no checkpoint. `old_checkpoint_defaults` gives the value of a field that
-    checkpoints saved before it existed must get (when that is not today's default)."""
-    if checkpoint is None:
-        return config_class()
-    saved = {**(old_checkpoint_defaults or {}), **checkpoint["config"]}
-    names = {f.name for f in dataclasses.fields(config_class)}
-    return config_class(**{name: value for name, value in saved.items() if name in names})
 
 
 def load_network(

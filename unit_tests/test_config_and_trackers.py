@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from deep_rl_zoo import trackers
-from deep_rl_zoo.config import EvalConfig, RunConfig
+from deep_rl_zoo.config import EvalConfig, RunConfig, trained_config
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.schedules import LinearSchedule
 
@@ -82,3 +82,17 @@ def test_target_return_replaces_the_envs_reward_threshold():
     assert environments.solved_return_of(RunConfig(target_return=200.0), env) == 200.0
     assert environments.solved_return_of(RunConfig(target_return=200.0, stop_when_solved=False), env) == 200.0
     assert environments.solved_return_of(RunConfig(stop_when_solved=False), env) is None
+
+
+def test_trained_config_rebuilds_a_checkpoints_flags_as_the_run_had_them():
+    from deep_rl_zoo.impala.train import ImpalaConfig
+
+    saved = {"config": {"hidden_sizes": [32, 16], "image_torso": "deep", "a_flag_since_removed": 3}}
+    config = trained_config(ImpalaConfig, saved, environment_name="Pong")
+    # JSON gives the tuple back as a list: the rebuilt config must equal the run's own, tuple and all.
+    assert config == ImpalaConfig(hidden_sizes=(32, 16), image_torso="deep", environment_name="Pong")
+    assert trained_config(ImpalaConfig, None) == ImpalaConfig()
+    # A field older checkpoints lack gets the value they were trained with; a saved value wins over it.
+    assert trained_config(ImpalaConfig, {"config": {}}, {"image_torso": "deep"}).image_torso == "deep"
+    assert trained_config(ImpalaConfig, saved, {"image_torso": "shallow"}).image_torso == "deep"
+

@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from deep_rl_zoo import environments, replay_q_agents
+from deep_rl_zoo import config as config_lib
+from deep_rl_zoo import environments
 from deep_rl_zoo.drqn import train
 from deep_rl_zoo.drqn.agent import RecurrentEpsilonGreedyActor, unroll
 from deep_rl_zoo.drqn.obscured import ObscuredObservation
@@ -170,7 +171,7 @@ def test_first_flag_resets_the_state_exactly_as_a_fresh_start():
 def test_a_checkpoint_config_without_head_hidden_sizes_builds_the_papers_linear_head():
     # Checkpoints saved before `head_hidden_sizes` existed hold exactly these parameters.
     def saved(**values):
-        config = replay_q_agents.trained_config(
+        config = config_lib.trained_config(
             train.DrqnConfig, {"config": values}, train.OLD_CHECKPOINT_DEFAULTS
         )
         return train.build_network(config, (3,), 2)

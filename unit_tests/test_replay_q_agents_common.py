@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from deep_rl_zoo import checkpoint, environments, evaluation, replay_q_agents
+from deep_rl_zoo import config as config_lib
 from deep_rl_zoo.config import QEvalConfig
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.types_ import TimeStep
@@ -221,7 +222,7 @@ def test_the_network_of_a_checkpoint_is_rebuilt_from_its_saved_config(package):
     train_config = package.config_cls(**package.agent.network)
     network = package.train.build_network(train_config, (4,), 2)
     saved = {"config": dataclasses.asdict(train_config), "agent": {"network": network.state_dict()}}
-    rebuilt_config = replay_q_agents.trained_config(package.config_cls, saved)
+    rebuilt_config = config_lib.trained_config(package.config_cls, saved)
     env = SimpleNamespace(observation_space=SimpleNamespace(shape=(4,)), action_space=SimpleNamespace(n=2))
     rebuilt = replay_q_agents.load_network(package.train.build_network, rebuilt_config, saved, env, "cpu")
     for key, value in network.state_dict().items():
@@ -230,7 +231,7 @@ def test_the_network_of_a_checkpoint_is_rebuilt_from_its_saved_config(package):
     # Without a checkpoint: the defaults, which give a differently shaped network here.
     default = replay_q_agents.load_network(
         package.train.build_network,
-        replay_q_agents.trained_config(package.config_cls, None),
+        config_lib.trained_config(package.config_cls, None),
         None,
         env,
         "cpu",

@@ -7,7 +7,7 @@ import dataclasses
 from deep_rl_zoo import evaluation
 from deep_rl_zoo.a2c.agent import A2c, A2cGrad
 from deep_rl_zoo.a2c.train import A2cConfig, build_network
-from deep_rl_zoo.config import PolicyEvalConfig, field, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, field, run_script, trained_config
 from deep_rl_zoo.errors import require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 
@@ -24,10 +24,7 @@ class A2cEvalConfig(PolicyEvalConfig):
 
 def main(config: A2cEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
-        names = {f.name for f in dataclasses.fields(A2cConfig)}
-        trained = checkpoint["config"] if checkpoint else {}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names}
-        network = build_network(A2cConfig(**values), env)
+        network = build_network(trained_config(A2cConfig, checkpoint), env)
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 
 from deep_rl_zoo import evaluation, replay_q_agents
-from deep_rl_zoo.config import QEvalConfig, field, run_script
+from deep_rl_zoo.config import QEvalConfig, field, run_script, trained_config
 from deep_rl_zoo.drqn.agent import Drqn, RecurrentEpsilonGreedyActor
 from deep_rl_zoo.drqn.train import OLD_CHECKPOINT_DEFAULTS, DrqnConfig, build_network, obscuring_wrapper
 
@@ -21,7 +21,7 @@ class DrqnEvalConfig(QEvalConfig):
 def main(config: DrqnEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         num_actions = int(env.action_space.n)
-        train_config = replay_q_agents.trained_config(DrqnConfig, checkpoint, OLD_CHECKPOINT_DEFAULTS)
+        train_config = trained_config(DrqnConfig, checkpoint, OLD_CHECKPOINT_DEFAULTS)
         network = replay_q_agents.load_network(build_network, train_config, checkpoint, env, device)
         epsilon = evaluation.eval_exploration_epsilon(config)
         rng = np.random.default_rng(config.seed)

@@ -3,10 +3,8 @@ through each episode) and records a video of the first episode:
 `python -m deep_rl_zoo.impala.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
 """
 
-import dataclasses
-
 from deep_rl_zoo import evaluation
-from deep_rl_zoo.config import PolicyEvalConfig, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script, trained_config
 from deep_rl_zoo.impala.agent import Impala, ImpalaGreedyActor
 from deep_rl_zoo.impala.train import ImpalaConfig, build_network
 
@@ -14,10 +12,7 @@ from deep_rl_zoo.impala.train import ImpalaConfig, build_network
 def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         # Rebuild the trained architecture (torso sizes, LSTM) from the run's own flags.
-        names = {f.name for f in dataclasses.fields(ImpalaConfig)}
-        trained = checkpoint["config"] if checkpoint else {}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names}
-        network = build_network(ImpalaConfig(**values), env)
+        network = build_network(trained_config(ImpalaConfig, checkpoint), env)
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()

@@ -4,10 +4,8 @@ probable action (a sample on Atari: --eval_sample_actions), continuous ones the 
 `python -m deep_rl_zoo.ppo.eval_agent --environment_name=CartPole-v1 --load_checkpoint_file=latest`.
 """
 
-import dataclasses
-
 from deep_rl_zoo import evaluation, unrolls
-from deep_rl_zoo.config import PolicyEvalConfig, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script, trained_config
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.ppo.agent import Ppo
 from deep_rl_zoo.ppo.train import PpoConfig, build_network
@@ -16,10 +14,7 @@ from deep_rl_zoo.ppo.train import PpoConfig, build_network
 def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         # Rebuild the trained architecture (and its normaliser) from the run's own flags.
-        names = {f.name for f in dataclasses.fields(PpoConfig)}
-        trained = checkpoint["config"] if checkpoint else {}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names}
-        network = build_network(PpoConfig(**values), env)
+        network = build_network(trained_config(PpoConfig, checkpoint), env)
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()

@@ -3,10 +3,8 @@ video of the first episode:
 `python -m deep_rl_zoo.ppo_icm.eval_agent --environment_name=MountainCar-v0 --load_checkpoint_file=latest`.
 """
 
-import dataclasses
-
 from deep_rl_zoo import evaluation, unrolls
-from deep_rl_zoo.config import PolicyEvalConfig, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script, trained_config
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.ppo_icm.agent import PpoIcm
 from deep_rl_zoo.ppo_icm.train import PpoIcmConfig, build_network
@@ -15,11 +13,9 @@ from deep_rl_zoo.ppo_icm.train import PpoIcmConfig, build_network
 def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         # Rebuild the trained architecture (and its normaliser) from the run's own flags.
-        names = {f.name for f in dataclasses.fields(PpoIcmConfig)}
-        trained = checkpoint["config"] if checkpoint else {}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names}
-        values["environment_name"] = config.environment_name
-        network = build_network(PpoIcmConfig(**values), env)
+        network = build_network(
+            trained_config(PpoIcmConfig, checkpoint, environment_name=config.environment_name), env
+        )
         if checkpoint is not None:
             network.load_state_dict(checkpoint["agent"]["network"])
         network.to(device).eval()

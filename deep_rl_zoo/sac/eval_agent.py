@@ -4,16 +4,16 @@ video of the first episode:
 """
 
 from deep_rl_zoo import evaluation
-from deep_rl_zoo.config import PolicyEvalConfig, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script, trained_config
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.sac.agent import Sac
-from deep_rl_zoo.sac.train import build_policy_network, load_trained_part, trained_config
+from deep_rl_zoo.sac.train import SacConfig, build_policy_network, load_trained_part
 
 
 def main(config: PolicyEvalConfig) -> list[float]:
     def build_actor(env, device, checkpoint):
         # Rebuild the trained policy's architecture from the run's own flags.
-        network = build_policy_network(trained_config(checkpoint), env)
+        network = build_policy_network(trained_config(SacConfig, checkpoint), env)
         if checkpoint is not None:
             load_trained_part(network, checkpoint, "policy")
         network.to(device).eval()

@@ -65,14 +65,6 @@ def build_policy_network(config: SacConfig, env: gym.Env) -> nn.Module:
     )
 
 
-def trained_config(checkpoint: dict | None) -> SacConfig:
-    """The config a checkpoint was trained with (its saved flags over today's defaults; lists back to
-    tuples), or the defaults without one."""
-    names = {f.name for f in dataclasses.fields(SacConfig)}
-    trained = checkpoint["config"] if checkpoint else {}
-    return SacConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in trained.items() if k in names})
-
-
 def load_trained_part(module: nn.Module, checkpoint: dict, name: str) -> None:
     """Loads one of `SacNetworks`' modules (`policy`, `q1`, ...) from a checkpoint's learner state."""
     prefix = name + "."

@@ -23,12 +23,12 @@ import numpy as np
 import torch
 
 from deep_rl_zoo import evaluation, gym_env, multistep
-from deep_rl_zoo.config import PolicyEvalConfig, run_script
+from deep_rl_zoo.config import PolicyEvalConfig, run_script, trained_config
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
 from deep_rl_zoo.networks import value
 from deep_rl_zoo.sac.agent import Sac
-from deep_rl_zoo.sac.train import build_policy_network, load_trained_part, trained_config
+from deep_rl_zoo.sac.train import SacConfig, build_policy_network, load_trained_part
 from deep_rl_zoo.types_ import TimeStep
 
 
@@ -136,7 +136,7 @@ def main(config: PolicyEvalConfig) -> list[EpisodeValues]:
     recorders = []
 
     def build_actor(env, device, checkpoint):
-        trained = trained_config(checkpoint)
+        trained = trained_config(SacConfig, checkpoint)
         shape, num_actions = env.observation_space.shape, int(env.action_space.n)
         modules = {
             "policy": build_policy_network(trained, env),
