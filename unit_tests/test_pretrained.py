@@ -92,6 +92,7 @@ def test_export_refuses_what_is_not_a_checkpoint(tmp_path):
 PRETRAINED_FILES = sorted(glob.glob(os.path.join(REPO, "pretrained", "*.ckpt")))
 EVAL_SCRIPTS = {
     "PPO": "ppo",
+    "A2C-grad": "a2c",
     "DQN": "dqn",
     "DoubleDQN": "double_dqn",
     "Rainbow": "rainbow",
@@ -108,7 +109,10 @@ def test_every_committed_pretrained_file_plays(path, tmp_path):
     assert payload["loop"].get("pretrained") is True
     eval_module = importlib.import_module(f"deep_rl_zoo.{EVAL_SCRIPTS[payload['agent_name']]}.eval_agent")
     config_type = eval_module.main.__annotations__["config"]
+    # A package that plays more than one agent (a2c: A2C and A2C-grad) is told whose file this is.
+    names = {f.name for f in dataclasses.fields(config_type)}
     config = config_type(
+        **({"agent_name": payload["agent_name"]} if "agent_name" in names else {}),
         environment_name=payload["environment_name"],
         load_checkpoint_file=path,
         num_eval_steps=300,
