@@ -95,4 +95,3 @@ def test_trained_config_rebuilds_a_checkpoints_flags_as_the_run_had_them():
     # A field older checkpoints lack gets the value they were trained with; a saved value wins over it.
     assert trained_config(ImpalaConfig, {"config": {}}, {"image_torso": "deep"}).image_torso == "deep"
     assert trained_config(ImpalaConfig, saved, {"image_torso": "shallow"}).image_torso == "deep"
-

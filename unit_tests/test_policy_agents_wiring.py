@@ -530,7 +530,7 @@ def test_a2c_and_a2c_grad_take_the_same_step_when_an_episode_end_leaves_one_acto
 #   soft V(s_1) = sum_a pi(a|s_1) [min(Q1', Q2')(s_1, a) - alpha log pi(a|s_1)]
 #               = 0.75 * 3 + 0.25 * 2 + 2 H(s_1) = 2.75 + 2 H(s_1)
 #   y = 1 + 0.5 V(s_1)
-def _sac(discount=0.5, terminated=False, truncated=False):
+def _sac(discount=0.5, terminated=False, truncated=False, target_update_rate=0.25, target_update_period=1):
     policy = TableActor([[0.0, 0.0], [LOG3, 0.0]])
     q1, q2 = TableQ([[1.0, 5.0], [10.0, 10.0]]), TableQ([[2.0, 4.0], [10.0, 10.0]])
     target_q1, target_q2 = TableQ([[10.0, 10.0], [4.0, 2.0]]), TableQ([[10.0, 10.0], [3.0, 6.0]])
@@ -554,9 +554,10 @@ def _sac(discount=0.5, terminated=False, truncated=False):
         updates_per_env_step=1.0,
         discount=discount,
         target_entropy=0.2,
-        target_update_rate=0.25,
+        target_update_rate=target_update_rate,
         max_grad_norm=0.0,
         device=CPU,
+        target_update_period=target_update_period,
     )
     chunk = _unroll(0, [0, 1], [1], [1.0], terminated=[terminated], truncated=[truncated])
     return learner, networks, optimizers, chunk
@@ -610,6 +611,22 @@ def test_sac_targets_move_by_polyak_averaging():
     # Q2': (10, 10) + 0.25 * ((2, 4) - (10, 10)) = (8, 8.5);  (3, 6) + 0.25 * ((10, 10) - (3, 6)) = (4.75, 7)
     torch.testing.assert_close(networks.target_q2.q.detach(), torch.tensor([[8.0, 8.5], [4.75, 7.0]]))
     torch.testing.assert_close(networks.q1.q.detach(), torch.tensor([[1.0, 5.0], [10.0, 10.0]]))
+
+
+def test_sac_targets_are_copied_every_period_at_tau_one():
+    # The paper's Atari schedule: tau 1 every 3rd gradient step here. lr 0, so the online tables stay.
+    learner, networks, optimizers, chunk = _sac(target_update_rate=1.0, target_update_period=3)
+    for step in (1, 2):
+        learner.learn([chunk])
+        assert learner.statistics["learner_steps"] == step
+        assert torch.equal(
+            networks.target_q1.q.detach(), torch.tensor([[10.0, 10.0], [4.0, 2.0]])
+        )  # untouched
+        assert torch.equal(networks.target_q2.q.detach(), torch.tensor([[10.0, 10.0], [3.0, 6.0]]))
+    learner.learn([chunk])  # step 3: target <- online, exactly
+    assert torch.equal(networks.target_q1.q.detach(), networks.q1.q.detach())
+    assert torch.equal(networks.target_q2.q.detach(), networks.q2.q.detach())
+    assert torch.equal(networks.target_q2.q.detach(), torch.tensor([[2.0, 4.0], [10.0, 10.0]]))
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ Actors sample their copy of the policy and send chunks of T consecutive timestep
 turns each chunk into one-step transitions in its replay, which lives as long as the learner (across
 iterations), and takes `updates_per_env_step` gradient steps per env step received once the replay
 holds `min_replay_size` transitions. Each step updates the twin soft Q-networks, the policy and the
-temperature (see `deep_rl_zoo.sac.losses`), then moves the target networks by Polyak averaging.
+temperature (see `deep_rl_zoo.sac.losses`); every `target_update_period` gradient steps the target
+networks move towards the online ones (tau < 1: Polyak averaging; tau = 1: a copy, the paper's Atari setting).
 Only the policy is published to the actors.
 
 Atari frames are kept once in a `FrameStackStore`. Chunks of different actors interleave, so each
@@ -67,6 +68,7 @@ class Sac:
         target_update_rate: float,
         max_grad_norm: float,
         device: torch.device,
+        target_update_period: int = 1,
     ):
         """
         Args:
@@ -78,7 +80,9 @@ class Sac:
           updates_per_env_step: gradient steps per env step received (fractions carry over).
           discount: gamma.
           target_entropy: H_target of the temperature loss.
-          target_update_rate: tau of target <- tau * online + (1 - tau) * target, after every step.
+          target_update_rate: tau of target <- tau * online + (1 - tau) * target.
+          target_update_period: gradient steps between two such target updates (1: after every step;
+            with tau = 1, a copy every that many steps).
           max_grad_norm: clip each network's gradient norm to this; 0 disables.
         """
         self._networks = networks
@@ -93,6 +97,7 @@ class Sac:
         self._discount = discount
         self._target_entropy = target_entropy
         self._tau = target_update_rate
+        self._target_update_period = target_update_period
         self._max_grad_norm = max_grad_norm
         self._device = device
         self.messages_per_step = 1
@@ -201,10 +206,11 @@ class Sac:
         # The temperature's single gradient is not clipped.
         gradient_step(temperature.loss.mean(), self._alpha_optimizer, [networks.log_alpha], 0.0, step_number)
 
-        with torch.no_grad():
-            for online, target in ((networks.q1, networks.target_q1), (networks.q2, networks.target_q2)):
-                for p, p_target in zip(online.parameters(), target.parameters(), strict=True):
-                    p_target.lerp_(p, self._tau)
+        if step_number % self._target_update_period == 0:
+            with torch.no_grad():
+                for online, target in ((networks.q1, networks.target_q1), (networks.q2, networks.target_q2)):
+                    for p, p_target in zip(online.parameters(), target.parameters(), strict=True):
+                        p_target.lerp_(p, self._tau)  # exact copy at tau = 1 (lerp computes end - 0 * diff)
 
         self._learner_steps += 1
         self._statistics = {

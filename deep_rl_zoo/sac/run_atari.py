@@ -3,9 +3,13 @@
 
 Defaults follow Christodoulou 2019 (table 1): Adam 3e-4, batch 64, gamma 0.99, a gradient step every
 4 env steps, 20k env steps before learning (here of the actors' initial policy, not of a uniformly
-random one), target entropy 0.98 log |A|; Polyak-averaged targets here (tau 1 / 8000) in place of
-the paper's hard copy every 8000 steps, and a replay of 300k transitions (frames kept once) in place
-of 1M.
+random one), target entropy 0.98 log |A|, and the target networks copied from the online ones every
+8,000 env steps (tau 1 every 2,000 gradient steps: the table's 8,000 read as env steps, like its 20k
+steps before learning and its gradient step every 4); a replay of 300k transitions (frames kept once) in
+place of 1M.
+
+(Polyak averaging by tau = 1/8000 after every gradient step, which this script used before, keeps the
+targets a mean 8,000 gradient steps behind against the copy's 1,000: eight times the paper's lag.)
 """
 
 from deep_rl_zoo.config import run_script
@@ -25,7 +29,8 @@ DEFAULTS = {
     "learning_rate": 3e-4,
     "discount": 0.99,
     "target_entropy_ratio": 0.98,
-    "target_update_rate": 1 / 8000,
+    "target_update_rate": 1.0,  # a copy ...
+    "target_update_period": 2_000,  # ... every 2,000 gradient steps = 8,000 env steps at 0.25 per env step
 }
 
 if __name__ == "__main__":

@@ -34,13 +34,24 @@ class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
     learning_rate: float = field(1e-3, "Adam learning rate of the Q-networks, the policy and log alpha.")
     discount: float = field(0.99, "Discount factor gamma.")
     target_entropy_ratio: float = field(0.5, "Target entropy as a fraction of the maximum, log |A|.")
-    target_update_rate: float = field(0.005, "tau: target <- tau * online + (1 - tau) * target per step.")
+    target_update_rate: float = field(
+        0.005, "tau: target <- tau * online + (1 - tau) * target, every --target_update_period steps."
+    )
+    target_update_period: int = field(
+        1, "Gradient steps between target updates (1: every step, Polyak; with tau 1: a hard copy)."
+    )
     max_grad_norm: float = field(10.0, "Clip each network's gradient norm to this; 0 disables.")
     hidden_sizes: tuple[int, ...] = field((64, 64), "Hidden layer sizes of the MLPs (vector observations).")
 
     def __post_init__(self):
         super().__post_init__()
-        for name in ("replay_capacity", "batch_size", "learning_rate", "updates_per_env_step"):
+        for name in (
+            "replay_capacity",
+            "batch_size",
+            "learning_rate",
+            "updates_per_env_step",
+            "target_update_period",
+        ):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
         for name in ("discount", "target_update_rate"):
             require(
@@ -101,6 +112,7 @@ def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> dist
         discount=config.discount,
         target_entropy=config.target_entropy_ratio * math.log(num_actions),
         target_update_rate=config.target_update_rate,
+        target_update_period=config.target_update_period,
         max_grad_norm=config.max_grad_norm,
         device=device,
     )

@@ -231,6 +231,13 @@ MUTANTS = [
         "tau read as the weight of the old target",
     ),
     Mutant(
+        "sac/target-copy-one-step-early",
+        SAC,
+        "if step_number % self._target_update_period == 0:",
+        "if self._learner_steps % self._target_update_period == 0:",
+        "the period counted from 0: the first copy lands on the first gradient step",
+    ),
+    Mutant(
         "sac/bootstrap-from-online-critic",
         SAC,
         "target_q1_t = networks.target_q1(s_t).q_values",
