@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from deep_rl_zoo.networks import policy
+from deep_rl_zoo.networks import curiosity, policy
+from deep_rl_zoo.networks.impala_resnet import ImpalaActorCritic
 
 
 def test_mlp_actor_distribution():
@@ -124,6 +125,8 @@ def test_greedy_actor_plays_a_gaussian_policy_s_mean():
         lambda: policy.NatureCnnActorCritic((4, 84, 84), 6),
         lambda: policy.NatureCnnActor((4, 84, 84), 6),
         lambda: policy.NatureCnnCritic((4, 84, 84)),
+        # PPO-RND's and PPO-ICM's policy on frames: the same torso, which started at PyTorch's default.
+        lambda: curiosity.NatureCnnTwoValueActorCritic((4, 84, 84), 6),
     ],
 )
 def test_nature_cnn_torso_starts_orthogonal_with_relu_gain(build):
@@ -137,3 +140,24 @@ def test_nature_cnn_torso_starts_orthogonal_with_relu_gain(build):
         weight = layer.weight.detach().flatten(1)
         torch.testing.assert_close(weight @ weight.T, 2 * torch.eye(weight.shape[0]), atol=1e-4, rtol=0)
         assert not layer.bias.any()
+
+
+def test_impala_shallow_torso_starts_orthogonal_and_sees_the_screen():
+    # 16 <= 4*8*8 = 256, 32 <= 16*4*4 = 256, 256 <= 2592: W W^T = 2 I for every layer, biases 0.
+    torso = ImpalaActorCritic((4, 84, 84), 6, image_torso="shallow").torso
+    layers = [m for m in torso.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    assert [layer.weight.shape[0] for layer in layers] == [16, 32, 256]
+    for layer in layers:
+        weight = layer.weight.detach().flatten(1)
+        torch.testing.assert_close(weight @ weight.T, 2 * torch.eye(weight.shape[0]), atol=1e-4, rtol=0)
+        assert not layer.bias.any()
+    # What it is for: a small object (a ball) on a Pong-like screen moves the 256 features by a norm of
+    # 0.3-0.4 (seeds 0-3); under PyTorch's default initialisation by 0.02, too little for the heads.
+    torch.manual_seed(0)
+    torso = ImpalaActorCritic((4, 84, 84), 6, image_torso="shallow").torso
+    screens = torch.full((2, 4, 84, 84), 87, dtype=torch.uint8)
+    screens[1, :, 40:44, 40:42] = 236
+    with torch.no_grad():
+        features = torso(screens)
+    assert (features[1] - features[0]).norm() > 0.1
+

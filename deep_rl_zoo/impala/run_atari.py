@@ -1,17 +1,9 @@
 """Trains IMPALA on an Atari game: `python -m deep_rl_zoo.impala.run_atari --num_actors=16 --actors_on_gpu`.
 
 Defaults follow the IMPALA paper's Atari setting (Espeholt et al. 2018, table G.1): unrolls of 20
-steps, gamma 0.99, baseline cost 0.5, entropy cost 0.01, gradient norm clipped at
+steps, batches of 32 unrolls, gamma 0.99, baseline cost 0.5, entropy cost 0.01, gradient norm clipped at
 40, rewards clipped, learning rate 6e-4 annealed to 0 (Adam here, RMSProp in the paper). Pass
 `--lstm_size=256` for the paper's LSTM variant.
-
-Batches of 4 unrolls here, not the paper's 32 (`--batch_size=32` for it): 80 env steps per gradient
-step, as A2C's 16 envs x 5 steps, instead of 640. The paper's batch suits its budget of 200M frames; on a
-few million env steps it gives too few updates. With it, Pong seed 1 stayed at random play: -20.2 at
-1.25M env steps with the policy's entropy still 1.78 of the uniform policy's 1.79 after 1,955 gradient
-steps (results/atari/Pong/IMPALA_Pong_s1, `--batch_size=32`); A2C, which learned Pong here by 1.5M, was
-itself still at -20.5 and entropy 1.78 after 6,257 updates and started to improve near 10,000. Batches
-of 4 give 37,500 gradient steps in 3M env steps instead of 4,700.
 
 The torso is the paper's shallow one (its figure 3, left: two convolutions and a 256-unit layer), not
 the 15-layer ResNet its best Atari-57 results use (`--image_torso=deep`). The paper reports both; the
@@ -33,7 +25,7 @@ DEFAULTS = {
     "num_eval_steps": 30_000,
     "num_actors": 16,
     "unroll_length": 20,
-    "batch_size": 4,  # the paper's 32 updates too rarely for a few million env steps: see above
+    "batch_size": 32,
     "learning_rate": 6e-4,
     "adam_eps": 1e-4,
     "discount": 0.99,

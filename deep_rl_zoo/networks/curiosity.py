@@ -36,14 +36,6 @@ from deep_rl_zoo.normalizers import ObservationNormalizer
 RND_INPUT_CLIP = 5.0  # Burda et al.: normalised observations clipped to [-5, 5]
 
 
-def _orthogonal(module: nn.Module, gain: float) -> nn.Module:
-    for layer in module.modules():
-        if isinstance(layer, (nn.Linear, nn.Conv2d)):
-            nn.init.orthogonal_(layer.weight, gain=gain)
-            nn.init.zeros_(layer.bias)
-    return module
-
-
 # ----------------------------------------------------------------------------------------------------
 # RND
 
@@ -99,8 +91,8 @@ class RandomNetworkDistillation(nn.Module):
                 nn.ReLU(),
                 nn.Linear(hidden_sizes[-1], feature_size),
             )
-        _orthogonal(self.target, math.sqrt(2))
-        _orthogonal(self.predictor, math.sqrt(2))
+        common.orthogonal_init_(self.target, math.sqrt(2))
+        common.orthogonal_init_(self.predictor, math.sqrt(2))
         self.target.requires_grad_(False)
         self.normalizer = ObservationNormalizer(input_shape, clip=RND_INPUT_CLIP)
 
@@ -225,11 +217,12 @@ class MlpTwoValueActorCritic(nn.Module):
 
 
 class NatureCnnTwoValueActorCritic(nn.Module):
-    """Policy and two value heads on one shared Nature DQN torso (uint8 frames [B, C, H, W])."""
+    """Policy and two value heads on one shared Nature DQN torso (uint8 frames [B, C, H, W]), the torso
+    orthogonal with gain sqrt(2) as PPO's (`common.orthogonal_init_` says why)."""
 
     def __init__(self, observation_shape: Sequence[int], num_actions: int):
         super().__init__()
-        self.torso = common.NatureCnnTorso(observation_shape)
+        self.torso = common.orthogonal_init_(common.NatureCnnTorso(observation_shape), math.sqrt(2))
         self.policy_head = _head(self.torso.output_size, num_actions, 0.01)
         self.extrinsic_value_head = _head(self.torso.output_size, 1, 1.0)
         self.intrinsic_value_head = _head(self.torso.output_size, 1, 1.0)
