@@ -13,11 +13,14 @@ import sys
 import tempfile
 import textwrap
 import time
+import types
 
 import pytest
+import torch
 
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.ppo import train
+from deep_rl_zoo.runtime.interface import ActorRestart
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,6 +32,73 @@ def test_ray_backend_without_ray_is_a_one_line_config_error(tmp_path, monkeypatc
     with pytest.raises(ConfigError, match=r"pip install -e '\.\[ray\]'"):
         train.main(config)
     assert not os.path.exists(tmp_path / "r")  # refused before any work
+
+
+class _RayStandIn:
+    """The few calls of Ray's API that RayActorRuntime's start makes, with actor 1's process dying while
+    Ray creates it: the first start call fails as Ray's does then ("the actor is restarting"), and the
+    next reaches the restarted process."""
+
+    class exceptions:
+        class RayActorError(Exception):
+            pass
+
+        class ActorUnavailableError(RayActorError):
+            pass
+
+        class RayTaskError(Exception):
+            pass
+
+        class GetTimeoutError(Exception):
+            pass
+
+    def __init__(self):
+        self.start_calls = {0: 0, 1: 0}
+
+    def is_initialized(self):
+        return True
+
+    def put(self, value):
+        return value
+
+    def remote(self, body):
+        class Handle:
+            def __init__(self, index):
+                self.index = index
+                self.start = types.SimpleNamespace(remote=lambda *args: ("start", self.index))
+                self.next_message = types.SimpleNamespace(remote=lambda: ("next", self.index, object()))
+
+        class Options:
+            def options(self, **options):
+                return types.SimpleNamespace(remote=lambda build, index, *args: Handle(index))
+
+        return Options()
+
+    def get(self, ref, timeout=None):
+        _, index = ref
+        self.start_calls[index] += 1
+        if index == 1 and self.start_calls[index] == 1:
+            raise self.exceptions.ActorUnavailableError("The actor is restarting")
+        return ("node", 100 + index, index == 1)  # actor 1's answer comes from a reconstructed process
+
+
+def test_an_actor_whose_process_dies_while_ray_creates_it_is_started_again_and_counted(monkeypatch):
+    """Ray fails a call that reaches an actor while it restarts a process that died in creation; the
+    runtime calls start again rather than ending the run, and counts the restart once."""
+    from deep_rl_zoo.runtime import ray_backend
+
+    stand_in = _RayStandIn()
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: stand_in)
+    monkeypatch.setattr(ray_backend, "WAIT_SLICE_S", 0.01)
+    runtime = ray_backend.RayActorRuntime(
+        torch.nn.Linear(2, 2), build_actor=None, seeds=[7, 8], max_actor_restarts=3
+    )
+    runtime.__enter__()
+    assert stand_in.start_calls == {0: 1, 1: 2}
+    assert runtime._restarts == [
+        ActorRestart(1, "died while starting (Ray restarted its process)", 1, 8)
+    ]
+    assert runtime.locations == [("node", 100), ("node", 101)]
 
 
 def test_unknown_backend_or_ray_flags_without_ray_backend_are_config_errors():

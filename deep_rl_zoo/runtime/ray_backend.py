@@ -250,11 +250,25 @@ class RayActorRuntime:
             for index in range(self.num_actors)
         ]
         for index in range(self.num_actors):
-            self._start(index)
+            # A process that dies while Ray creates it fails this first call ("the actor is restarting"):
+            # the retry reaches its new incarnation, which _start counts as a restart.
+            self._start_retrying(index, "died while starting")
         return self
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+    def _start_retrying(self, index: int, how: str) -> None:
+        """Starts the actor in slot `index`, calling again while Ray restarts its process (calls fail
+        until the new process is up)."""
+        for attempt in range(60):
+            try:
+                self._start(index)
+                return
+            except (self._ray.exceptions.RayActorError, self._ray.exceptions.RayTaskError):
+                if attempt == 59:
+                    raise ActorError(f"actor {index} {how}; Ray could not restart it") from None
+                time.sleep(WAIT_SLICE_S)
 
     def _start(self, index: int) -> None:
         seed = self._seeds[index] + RESTART_SEED_STRIDE * self._generations[index]
@@ -356,14 +370,7 @@ class RayActorRuntime:
         if kill:  # its acting thread failed: let Ray restart the whole actor process
             self._ray.kill(self._actors[index], no_restart=False)
         self._generations[index] += 1
-        for attempt in range(60):  # Ray restarts the process meanwhile; calls fail until it is back
-            try:
-                self._start(index)
-                break
-            except (self._ray.exceptions.RayActorError, self._ray.exceptions.RayTaskError):
-                if attempt == 59:
-                    raise ActorError(f"actor {index} {how}; Ray could not restart it") from None
-                time.sleep(WAIT_SLICE_S)
+        self._start_retrying(index, how)
         self._record_restart(index, how, self._seeds[index] + RESTART_SEED_STRIDE * self._generations[index])
 
     def _record_restart(self, index: int, how: str, seed: int) -> None:
