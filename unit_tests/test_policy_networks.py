@@ -160,4 +160,3 @@ def test_impala_shallow_torso_starts_orthogonal_and_sees_the_screen():
     with torch.no_grad():
         features = torso(screens)
     assert (features[1] - features[0]).norm() > 0.1
-

@@ -95,9 +95,7 @@ def test_an_actor_whose_process_dies_while_ray_creates_it_is_started_again_and_c
     )
     runtime.__enter__()
     assert stand_in.start_calls == {0: 1, 1: 2}
-    assert runtime._restarts == [
-        ActorRestart(1, "died while starting (Ray restarted its process)", 1, 8)
-    ]
+    assert runtime._restarts == [ActorRestart(1, "died while starting (Ray restarted its process)", 1, 8)]
     assert runtime.locations == [("node", 100), ("node", 101)]
 
 
