@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from deep_rl_zoo.errors import CheckpointError, DamagedFileError, DiskFullError
+from deep_rl_zoo.errors import CheckpointError, DamagedFileError, DiskFullError, ForeignCheckpointError
 
 FORMAT = "deep_rl_zoo.checkpoint/1"
 SUFFIX = ".ckpt"
@@ -301,7 +301,10 @@ def load_checkpoint(path: str, agent_name: str, environment_name: str) -> dict[s
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a Deep RL Zoo checkpoint")
     if payload.get("agent_name") != agent_name:
-        raise CheckpointError(f"{path} was written by agent {payload.get('agent_name')}, not {agent_name}")
+        written_by = payload.get("agent_name")
+        raise ForeignCheckpointError(
+            f"{path} was written by agent {written_by}, not {agent_name}", written_by
+        )
     if payload.get("environment_name") != environment_name:
         raise CheckpointError(
             f"{path} was trained on {payload.get('environment_name')}, not {environment_name}"

@@ -22,6 +22,14 @@ class CheckpointError(ZooError):
     """A checkpoint that is missing, truncated, foreign, or carries pickled code."""
 
 
+class ForeignCheckpointError(CheckpointError):
+    """A checkpoint written by another agent (`written_by`) than the one asked to load it."""
+
+    def __init__(self, message: str, written_by: str | None):
+        super().__init__(message)
+        self.written_by = written_by
+
+
 class DamagedFileError(CheckpointError):
     """A checkpoint or replay file whose bytes are not the ones written: truncated, zeroed, bit flips."""
 

@@ -224,3 +224,14 @@ def test_a2c_learns_cartpole(tmp_path, gradients_from_actors):
     )
     state = (train.main_grad if gradients_from_actors else train.main)(config)
     assert state.solved, "A2C did not reach a greedy mean return of 475 on CartPole-v1 within 100k env steps"
+
+
+def test_a2c_eval_agent_given_an_a2c_grad_file_names_the_flag_that_plays_it():
+    """The one eval script plays both agents' files; handed the sibling's, it says which flag to add."""
+    from deep_rl_zoo.errors import ForeignCheckpointError
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(repo, "pretrained", "A2C-grad_Pong_s1.ckpt")
+    config = eval_agent.A2cEvalConfig(environment_name="Pong", load_checkpoint_file=path, num_episodes=1)
+    with pytest.raises(ForeignCheckpointError, match="not A2C: play it with --agent_name=A2C-grad$"):
+        eval_agent.main(config)

@@ -8,8 +8,10 @@ from deep_rl_zoo import evaluation
 from deep_rl_zoo.a2c.agent import A2c, A2cGrad
 from deep_rl_zoo.a2c.train import A2cConfig, build_network
 from deep_rl_zoo.config import PolicyEvalConfig, field, run_script, trained_config
-from deep_rl_zoo.errors import require
+from deep_rl_zoo.errors import ForeignCheckpointError, require
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+
+_AGENT_NAMES = (A2c.agent_name, A2cGrad.agent_name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,8 +20,10 @@ class A2cEvalConfig(PolicyEvalConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        names = (A2c.agent_name, A2cGrad.agent_name)
-        require(self.agent_name in names, f"--agent_name must be one of {names}, got {self.agent_name!r}")
+        require(
+            self.agent_name in _AGENT_NAMES,
+            f"--agent_name must be one of {_AGENT_NAMES}, got {self.agent_name!r}",
+        )
 
 
 def main(config: A2cEvalConfig) -> list[float]:
@@ -30,7 +34,13 @@ def main(config: A2cEvalConfig) -> list[float]:
         network.to(device).eval()
         return PolicyGreedyActor(network, device, config.agent_name, config.evaluation_samples_actions())
 
-    return evaluation.evaluate(config, config.agent_name, build_actor)
+    try:
+        return evaluation.evaluate(config, config.agent_name, build_actor)
+    except ForeignCheckpointError as e:
+        if e.written_by not in _AGENT_NAMES:
+            raise
+        # The sibling's file: this script plays it too, when told whose it is.
+        raise ForeignCheckpointError(f"{e}: play it with --agent_name={e.written_by}", e.written_by) from None
 
 
 if __name__ == "__main__":
