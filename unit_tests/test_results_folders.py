@@ -214,6 +214,21 @@ def test_the_repository_tables_match_its_results_folders():
     assert tables.update(REPO_ROOT, write=False) == []
 
 
+def test_every_published_atari_run_is_linked_from_its_agent_in_the_readme_agents_table():
+    """The agents table says which agents have an Atari run: a new results folder must be linked there."""
+    readme = open(os.path.join(REPO_ROOT, "README.md")).read()
+    agents_table = readme.split("## Agents", 1)[1].split("\n## ", 1)[0]
+    atari = os.path.join(REPO_ROOT, "results", "atari")
+    published = [
+        f"results/atari/{game}/{name}"
+        for game in sorted(os.listdir(atari))
+        for name in sorted(os.listdir(os.path.join(atari, game)))
+        if os.path.isdir(os.path.join(atari, game, name))
+    ]
+    assert published, "no published Atari run found"
+    assert [path for path in published if f"]({path})" not in agents_table] == []
+
+
 def test_machine_paths_are_found_and_names_with_slashes_are_not():
     assert folders.machine_paths("runs_dir=/tmp/x/runs") == ["/tmp/"]
     assert folders.machine_paths("command=python --dir=~/runs") == ["~/"]
