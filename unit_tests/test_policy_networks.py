@@ -160,3 +160,25 @@ def test_impala_shallow_torso_starts_orthogonal_and_sees_the_screen():
     with torch.no_grad():
         features = torso(screens)
     assert (features[1] - features[0]).norm() > 0.1
+
+
+def test_impala_resnet_torso_starts_as_the_paper_code_did_and_sees_the_screen():
+    # Sonnet's default, which DeepMind's IMPALA code used: a normal of std 1/sqrt(fan_in) cut at two stds
+    # (the cut leaves a std of 0.88 of that), zero biases, in all 15 convolutions and the 256-unit layer.
+    torch.manual_seed(0)
+    torso = ImpalaActorCritic((4, 84, 84), 6, image_torso="deep").torso
+    layers = [m for m in torso.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    assert len(layers) == 16
+    for layer in layers:
+        weight = layer.weight.detach()
+        std = 1 / weight[0].numel() ** 0.5
+        assert weight.abs().max() <= 2 * std
+        assert 0.8 * std < weight.std() < 0.96 * std, (layer, weight.std() / std)
+        assert not layer.bias.any()
+    # What it is for: a ball moves the 256 features by a norm of 0.5-0.8 (seeds 0-2); under PyTorch's
+    # default initialisation by 0.05.
+    screens = torch.full((2, 4, 84, 84), 87, dtype=torch.uint8)
+    screens[1, :, 40:44, 40:42] = 236
+    with torch.no_grad():
+        features = torso(screens)
+    assert (features[1] - features[0]).norm() > 0.25

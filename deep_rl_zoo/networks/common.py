@@ -1,5 +1,6 @@
 """Torsos shared by value and policy networks."""
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -108,6 +109,23 @@ def orthogonal_init_(module: nn.Module, gain: float) -> nn.Module:
     for layer in module.modules():
         if isinstance(layer, (nn.Conv2d, nn.Linear)):
             nn.init.orthogonal_(layer.weight, gain=gain)
+            nn.init.zeros_(layer.bias)
+    return module
+
+
+def fan_in_truncated_normal_init_(module: nn.Module) -> nn.Module:
+    """Weights from a normal of std 1 / sqrt(fan_in) cut at two of those stds, zero biases, for every conv
+    and linear layer in `module`: Sonnet's default, which DeepMind's IMPALA code built its networks with.
+
+    PyTorch's default (uniform, std 1 / sqrt(3 fan_in)) shrinks the signal by about sqrt(3) per layer; over
+    the 15-layer ResNet a ball on a Pong screen then moves the 256 features by 0.05, against 0.5-0.8 from
+    this start. Orthogonal gain sqrt(2) in every layer overshoots there instead (a norm of ~30), because
+    each residual block adds its branch to what it passes on.
+    """
+    for layer in module.modules():
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            std = 1.0 / math.sqrt(layer.weight[0].numel())
+            nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
             nn.init.zeros_(layer.bias)
     return module
 
