@@ -20,6 +20,8 @@ UNROLLS = "deep_rl_zoo/unrolls.py"
 IMPALA = "deep_rl_zoo/impala/agent.py"
 PPO_RND = "deep_rl_zoo/ppo_rnd/agent.py"
 PPO_ICM = "deep_rl_zoo/ppo_icm/agent.py"
+IMPALA_NETS = "deep_rl_zoo/networks/impala_resnet.py"
+CURIOSITY_NETS = "deep_rl_zoo/networks/curiosity.py"
 
 MUTANTS = [
     # ---- REINFORCE
@@ -586,5 +588,27 @@ MUTANTS = [
         "self._network, observation.index_select(0, index), action[index]",
         "self._network, observation.index_select(0, index.sort().values), action[index]",
         "each minibatch's frames are paired with other transitions' actions and advantages",
+    ),
+    # ---- initialisation: each of these left a torso blind to the screen (see the networks' docstrings)
+    Mutant(
+        "impala/shallow-torso-default-init",
+        IMPALA_NETS,
+        "        common.orthogonal_init_(self, TORSO_GAIN)",
+        "        pass",
+        "the shallow torso starts from PyTorch's default: its features stop depending on the screen",
+    ),
+    Mutant(
+        "impala/resnet-torso-default-init",
+        IMPALA_NETS,
+        "        common.fan_in_truncated_normal_init_(self)",
+        "        pass",
+        "the ResNet starts from PyTorch's default: a ball moves its features ten times less",
+    ),
+    Mutant(
+        "ppo_rnd/policy-torso-default-init",
+        CURIOSITY_NETS,
+        "self.torso = common.orthogonal_init_(common.NatureCnnTorso(observation_shape), math.sqrt(2))",
+        "self.torso = common.NatureCnnTorso(observation_shape)",
+        "PPO-RND's and PPO-ICM's policy torso starts from PyTorch's default, as IMPALA's did",
     ),
 ]
