@@ -27,7 +27,6 @@ import select
 import signal
 import struct
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -55,6 +54,8 @@ from deep_rl_zoo.runtime.interface import (
 _HEADER = struct.Struct("<Q")  # a frame is its length (8 bytes) then a pickle
 _PIPE_BYTES = 1 << 20  # asked-for capacity of each message pipe (Linux caps unprivileged requests at 1 MiB)
 _READ_CHUNK = 1 << 20
+# The module the actors' fork server imports first, which makes it and every actor ignore Ctrl-C and SIGTERM.
+STOP_SIGNALS_IGNORED = "deep_rl_zoo.runtime.stop_signals_ignored"
 
 
 def _state_tensors(module: nn.Module) -> list[torch.Tensor]:
@@ -211,7 +212,10 @@ def _actor_process_main(
     build_actor: ActorBuilder, actor_index: int, seed: int, device: str, channels: _ActorChannels
 ) -> None:
     """Entry point of an actor process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
+    # Ctrl-C and SIGTERM are the learner's to handle (stop_signals_ignored.py says why). A forked actor
+    # ignores them from its start already; a spawned one (no fork server on this platform) from here.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
     link = _ProcessLink(actor_index, channels)
     try:
         run_actor(build_actor, actor_index, seed, device, link)
@@ -233,7 +237,7 @@ def _actor_process_context(build_actor: ActorBuilder) -> Any:
         return torch_mp.get_context("spawn")
     context = torch_mp.get_context("forkserver")
     builder_module = getattr(getattr(build_actor, "func", build_actor), "__module__", None)
-    preload = ["torch", "gymnasium", __name__]
+    preload = [STOP_SIGNALS_IGNORED, "torch", "gymnasium", __name__]  # in this order
     if builder_module and builder_module != "__main__":
         preload.append(builder_module)
     context.set_forkserver_preload(preload)  # applies when the server starts (the first runtime only)
@@ -355,15 +359,9 @@ class LocalActorRuntime:
             name=f"actor_{index}",
             daemon=True,  # belt and braces: never outlive the learner
         )
-        # Children inherit an ignored SIGINT (forked ones from the fork server, which the first start
-        # creates), so a terminal's Ctrl-C (sent to the whole process group) reaches only the learner.
-        in_main_thread = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main_thread else None
         try:
             process.start()
         finally:
-            if in_main_thread:
-                signal.signal(signal.SIGINT, previous)
             # The actor's ends now live only in the actor: EOF then means exactly that it is gone.
             messages_write.close()
             wake_read.close()
