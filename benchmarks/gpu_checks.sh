@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks of the distributed loop, as one script for a machine with CUDA GPUs.
 #
-#   bash benchmarks/gpu_checks.sh [OUT_DIR]      (about 6 minutes on 16 cores and one GPU)
+#   bash benchmarks/gpu_checks.sh [OUT_DIR]      (223 s on 16 cores and an H200, with MEASURE_S=15)
 #
 # 1. Where things run: the learner's device with --device=auto, and each actor's device with and without
 #    --actors_on_gpu (distributed.actor_devices, the function the run scripts use).
