@@ -13,6 +13,12 @@ with the shallow torso (31.0 against 4.1 CPU seconds per 1,000 env steps; `pytho
 benchmarks/atari_speed_table.py --agents=impala --env_steps=4096 --zoo_flags=--image_torso=deep`, then
 `shallow`), so 3M env steps take about a day with it and a few hours without. On a GPU learner choose
 `--image_torso=deep`.
+
+On a 2-core CPU's budget of 3M env steps, Pong (seed 1) left random play only with smaller batches:
+`--batch_size=4 --num_actors=4` (80 env steps per gradient step, as A2C's) reached -18.0 over 30 games at
+3M, rising from 1.5M on (results/atari/Pong/IMPALA_Pong_batch4_s1); the paper's 32 was still at random
+play, its policy uniform, at 750k, where that run was stopped. Neither reaches 0 there: see
+docs/agents/impala.md.
 """
 
 from deep_rl_zoo.config import run_script
