@@ -212,10 +212,11 @@ def _actor_process_main(
     build_actor: ActorBuilder, actor_index: int, seed: int, device: str, channels: _ActorChannels
 ) -> None:
     """Entry point of an actor process."""
-    # Ctrl-C and SIGTERM are the learner's to handle (stop_signals_ignored.py says why). A forked actor
-    # ignores them from its start already; a spawned one (no fork server on this platform) from here.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
+    # Ctrl-C and SIGTERM are the learner's to handle: importing the module ignores them (it says why). A
+    # forked actor has it imported from the fork server already; a spawned one (no fork server on this
+    # platform) imports it here. Only here: imported at the top of this file it would deafen the learner.
+    from deep_rl_zoo.runtime import stop_signals_ignored  # noqa: F401
+
     link = _ProcessLink(actor_index, channels)
     try:
         run_actor(build_actor, actor_index, seed, device, link)
