@@ -24,7 +24,14 @@ per evaluation):
       python benchmarks/time_to_score.py report --run_dir=runs/PPO_Pong --target_return=18 \\
           --out=results/ppo_pong_report
 
-A results.csv from before the wall-clock columns gives env steps only.
+- `table` puts several runs (seeds of one configuration, published folders or runs/ ones) in one markdown
+  table with the median of each column when all of them reached the target:
+
+      python benchmarks/time_to_score.py table --target_return=18 \\
+          --run_dir results/atari/Pong/PPO_Pong_fast_s1 results/atari/Pong/PPO_Pong_fast_s2
+
+A published folder's CPU is read from its command.txt; a runs/ folder's is this machine's. A results.csv
+from before the wall-clock columns gives env steps only.
 """
 
 import argparse
@@ -37,10 +44,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY))
 
-from deep_rl_zoo.results import export  # noqa: E402
+from deep_rl_zoo.results import export, folders  # noqa: E402
 
 MIN_EPISODES = 10  # whole evaluation episodes an evaluation needs to count (main_loop.SOLVED_MIN_EPISODES)
 CURVE_COLUMNS = (
@@ -122,9 +131,19 @@ def read_results(run_dir: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def cpu_description() -> dict:
-    """The CPU as published results name it (model, widest vector unit, native bfloat16) and the cores
-    this process may use."""
+def cpu_description(run_dir: str | None = None) -> dict:
+    """The CPU that trained the run, as published results name it (model, widest vector unit, native
+    bfloat16): a published folder's `command.txt` says, else (a run of this machine) this machine's, with
+    the cores this process may use (a published folder does not record them: None)."""
+    command_txt = os.path.join(run_dir, folders.COMMAND_TXT) if run_dir else ""
+    if command_txt and os.path.isfile(command_txt):
+        published = folders.read_name_values(command_txt)
+        if "cpu_model" in published:
+            return {
+                "cpu_model": published["cpu_model"],
+                "cpu_native_bfloat16": published.get("cpu_native_bfloat16", "unknown"),
+                "cpu_cores": None,
+            }
     model, bfloat16 = export.cpu_description()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu_model": model, "cpu_native_bfloat16": bfloat16, "cpu_cores": cores}
@@ -170,7 +189,7 @@ def write_report(out: str, summary: dict, curve: list[dict]) -> str:
             f"- the training process's whole wall time (start-up included): {_seconds(summary['process_wall_seconds'])}"
         )
     lines += [
-        f"- CPU: {summary['cpu_model']}, {summary['cpu_cores']} cores, native bfloat16: "
+        f"- CPU: {summary['cpu_model']}, {summary['cpu_cores'] or 'unrecorded'} cores, native bfloat16: "
         f"{summary['cpu_native_bfloat16']}",
         "",
     ]
@@ -199,14 +218,56 @@ def report(run_dir: str, target_return: float, min_episodes: int, out: str, **ex
     curve = evaluation_curve(read_results(run_dir))
     summary = {
         **time_to_score(curve, target_return, min_episodes),
-        "run_dir": run_dir,
-        **cpu_description(),
+        "run_dir": folders.strip_machine_path(run_dir),
+        **cpu_description(run_dir),
         **extra,
     }
     text = write_report(out, summary, curve)
     print(text.split("\n| iteration")[0].rstrip())  # the table stays in the file
     print(f"results: {out}")
     return summary
+
+
+def seeds_table(run_dirs: list[str], target_return: float, min_episodes: int = MIN_EPISODES) -> str:
+    """A markdown table of several runs' times to the score (one row per run, as `report` finds it) and,
+    when every run reached it, the median of each column: the figure to quote for a configuration."""
+    header = [
+        f"| run | reached {target_return:g} | env steps | wall-clock | without evaluation | CPU |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    rows, reached = [], []
+    for run_dir in run_dirs:
+        found = time_to_score(evaluation_curve(read_results(run_dir)), target_return, min_episodes)
+        cpu = cpu_description(run_dir)
+        name = os.path.basename(os.path.normpath(run_dir))
+        if found["reached"]:
+            reached.append(found)
+            cells = [
+                f"yes, {found['eval_mean_episode_return']:.1f} over {found['eval_num_episodes']} episodes",
+                f"{found['train_env_steps']:,}",
+                _minutes(found["wall_seconds"]),
+                _minutes(found["wall_seconds_without_eval"]),
+            ]
+        else:
+            best = found["best_counted_mean"]
+            cells = [f"no (best {'none' if best is None else f'{best:.1f}'})", "-", "-", "-"]
+        rows.append(f"| {name} | " + " | ".join(cells) + f" | {cpu['cpu_model']} |")
+    if reached and len(reached) == len(run_dirs):
+
+        def median(key: str) -> float | None:
+            values = [r[key] for r in reached]
+            return None if None in values else float(np.median(values))
+
+        steps = median("train_env_steps")
+        rows.append(
+            f"| median of {len(reached)} | | {steps:,.0f} | {_minutes(median('wall_seconds'))} | "
+            f"{_minutes(median('wall_seconds_without_eval'))} | |"
+        )
+    return "\n".join(header + rows) + "\n"
+
+
+def _minutes(seconds: float | None) -> str:
+    return "not recorded" if seconds is None else f"{seconds / 60:.1f} min"
 
 
 def run(args: argparse.Namespace, script_flags: list[str]) -> dict:
@@ -266,7 +327,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         argv, script_flags = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     modes = parser.add_subparsers(dest="mode", required=True)
-    for mode in ("run", "report"):
+    for mode in ("run", "report", "table"):
         sub = modes.add_parser(mode)
         sub.add_argument(
             "--target_return", type=float, required=True, help="Return the evaluation mean must reach."
@@ -277,7 +338,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
             default=MIN_EPISODES,
             help="Whole episodes an evaluation needs to count.",
         )
-        sub.add_argument("--out", required=True, help="Results folder (summary.json, summary.md, curve.csv).")
+        if mode != "table":
+            sub.add_argument(
+                "--out", required=True, help="Results folder (summary.json, summary.md, curve.csv)."
+            )
     modes.choices["run"].add_argument(
         "--script", required=True, help="Run script under deep_rl_zoo, e.g. ppo.run_atari."
     )
@@ -288,6 +352,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "--max_env_steps", type=int, required=True, help="Give up after this many training env steps."
     )
     modes.choices["report"].add_argument("--run_dir", required=True, help="A run folder holding results.csv.")
+    modes.choices["table"].add_argument(
+        "--run_dir",
+        required=True,
+        nargs="+",
+        help="Run folders (runs/ or published ones) holding results.csv.",
+    )
     args = parser.parse_args(argv)
     if script_flags and args.mode != "run":
         parser.error("flags after -- go to the run script: only in run mode")
@@ -296,6 +366,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str]) -> int:
     args, script_flags = parse_args(argv)
+    if args.mode == "table":
+        print(seeds_table(args.run_dir, args.target_return, args.min_episodes), end="")
+        return 0
     if args.mode == "report":
         summary = report(args.run_dir, args.target_return, args.min_episodes, args.out)
     else:

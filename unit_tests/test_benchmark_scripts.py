@@ -106,6 +106,44 @@ def test_time_to_score_is_the_first_evaluation_over_ten_whole_episodes_reaching_
     assert not missed["reached"] and missed["best_counted_mean"] == 20.0
 
 
+def test_time_to_score_table_gives_each_seed_and_the_median_with_the_cpu_that_trained_it(tmp_path):
+    time_to_score = _load("time_to_score")
+
+    def run(name, means, cpu_model=None):
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = [
+            {
+                "iteration": i,
+                "train_env_steps": 250_000 * (i + 1),
+                "eval_mean_episode_return": mean,
+                "eval_num_episodes": 10,
+                "wall_seconds": 600.0 * (i + 1),
+                "eval_seconds": 60.0 * (i + 1),
+            }
+            for i, mean in enumerate(means)
+        ]
+        _write_results(folder / "results.csv", rows)
+        if cpu_model:  # a published folder names the CPU that trained it
+            (folder / "command.txt").write_text(f"cpu_model={cpu_model}\ncpu_native_bfloat16=no\n")
+        return str(folder)
+
+    seeds = [
+        run("s1", [-20.0, 10.0, 18.5], "Some CPU, AVX2"),  # at 750k, 30 min (27 without evaluation)
+        run("s2", [18.0], "Some CPU, AVX2"),  # at 250k, 10 min
+        run("s3", [-20.0, -5.0, 12.0, 19.0], "Some CPU, AVX2"),  # at 1M, 40 min
+    ]
+    table = time_to_score.seeds_table(seeds, 18.0)
+    lines = table.splitlines()
+    assert lines[2] == "| s1 | yes, 18.5 over 10 episodes | 750,000 | 30.0 min | 27.0 min | Some CPU, AVX2 |"
+    # The median of each column: 750k env steps, 30 minutes, 27 without the evaluations.
+    assert lines[-1] == "| median of 3 | | 750,000 | 30.0 min | 27.0 min | |"
+
+    missed = time_to_score.seeds_table([seeds[0], run("s4", [-20.0, 17.9])], 18.0).splitlines()
+    assert missed[-1].startswith("| s4 | no (best 17.9) |")  # a seed that missed: no median is made up
+    assert not any(line.startswith("| median") for line in missed)
+
+
 def test_time_to_score_of_a_results_csv_without_wall_clock_columns_gives_env_steps_only(tmp_path):
     time_to_score = _load("time_to_score")
     _write_results(
