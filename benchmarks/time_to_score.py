@@ -49,7 +49,7 @@ import numpy as np
 REPOSITORY = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY))
 
-from deep_rl_zoo.results import export, folders  # noqa: E402
+from deep_rl_zoo.results import export, folders, tables  # noqa: E402
 
 MIN_EPISODES = 10  # whole evaluation episodes an evaluation needs to count (main_loop.SOLVED_MIN_EPISODES)
 CURVE_COLUMNS = (
@@ -251,7 +251,8 @@ def seeds_table(run_dirs: list[str], target_return: float, min_episodes: int = M
         else:
             best = found["best_counted_mean"]
             cells = [f"no (best {'none' if best is None else f'{best:.1f}'})", "-", "-", "-"]
-        rows.append(f"| {name} | " + " | ".join(cells) + f" | {cpu['cpu_model']} |")
+        label = tables.cpu_label(cpu["cpu_model"], cpu["cpu_native_bfloat16"])
+        rows.append(f"| {name} | " + " | ".join(cells) + f" | {label} |")
     if reached and len(reached) == len(run_dirs):
 
         def median(key: str) -> float | None:

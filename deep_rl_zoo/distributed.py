@@ -63,6 +63,10 @@ class DistributedConfig(RunConfig):
     # Its learner learns while the actors wait for its parameters (synchronous, the learner's
     # `on_policy`): it may then use every core; an asynchronous one leaves each actor its core.
     learner_waits_for_actors: ClassVar[bool] = False
+    # Its learner owes gradient steps per env step received (a replay ratio, `updates_per_env_step`): an
+    # actor whose messages wait unlearned stops acting, so where cores are few the learner sets the pace
+    # and, like a synchronous one, may use every core.
+    learner_sets_the_pace: ClassVar[bool] = False
 
     num_actors: int = field(8, "Actor processes, each with its own environment and copy of the network.")
     actors_on_gpu: bool | None = field(
@@ -127,7 +131,9 @@ class DistributedConfig(RunConfig):
     def auto_num_threads(self, cores: int) -> int:
         if not is_atari_name(self.environment_name):
             return 1
-        return cores if self.learner_waits_for_actors else max(1, cores - self.num_actors)
+        if self.learner_waits_for_actors or self.learner_sets_the_pace:
+            return cores
+        return max(1, cores - self.num_actors)
 
 
 def actor_layout(

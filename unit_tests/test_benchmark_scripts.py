@@ -125,7 +125,9 @@ def test_time_to_score_table_gives_each_seed_and_the_median_with_the_cpu_that_tr
         ]
         _write_results(folder / "results.csv", rows)
         if cpu_model:  # a published folder names the CPU that trained it
-            (folder / "command.txt").write_text(f"cpu_model={cpu_model}\ncpu_native_bfloat16=no\n")
+            (folder / "command.txt").write_text(
+                f"cpu_model={cpu_model}\ncpu_native_bfloat16=yes: avx512_bf16\n"
+            )
         return str(folder)
 
     seeds = [
@@ -135,7 +137,10 @@ def test_time_to_score_table_gives_each_seed_and_the_median_with_the_cpu_that_tr
     ]
     table = time_to_score.seeds_table(seeds, 18.0)
     lines = table.splitlines()
-    assert lines[2] == "| s1 | yes, 18.5 over 10 episodes | 750,000 | 30.0 min | 27.0 min | Some CPU, AVX2 |"
+    assert (
+        lines[2]
+        == "| s1 | yes, 18.5 over 10 episodes | 750,000 | 30.0 min | 27.0 min | Some CPU, AVX2 (bf16) |"
+    )
     # The median of each column: 750k env steps, 30 minutes, 27 without the evaluations.
     assert lines[-1] == "| median of 3 | | 750,000 | 30.0 min | 27.0 min | |"
 

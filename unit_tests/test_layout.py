@@ -83,6 +83,20 @@ def test_auto_learner_threads(monkeypatch):
     assert impala.num_threads == 32 - impala.num_actors  # asynchronous: each actor keeps its core
     _with_cores(monkeypatch, 2)
     assert impala_train.ImpalaConfig(**impala_atari.DEFAULTS).num_threads == 1
+    # A replay ratio makes the learner set the pace (its actors wait while it owes gradient steps): every
+    # core, as for a synchronous learner, beside the actors the paper's setting asks for.
+    for package in ("sac", "r2d2", "ngu", "agent57"):
+        train = importlib.import_module(f"deep_rl_zoo.{package}.train")
+        atari = importlib.import_module(f"deep_rl_zoo.{package}.run_atari")
+        config_cls = next(
+            c
+            for c in vars(train).values()
+            if isinstance(c, type)
+            and c.__module__ == train.__name__
+            and issubclass(c, distributed.DistributedConfig)
+        )
+        paced = config_cls(**atari.DEFAULTS)
+        assert paced.num_actors > 2 and paced.num_threads == 2, package
     assert dqn_train.DqnConfig(**{**dqn_atari.DEFAULTS, "num_threads": 3}).num_threads == 3  # as set
 
 

@@ -40,6 +40,8 @@ class R2d2Config(distributed.DistributedConfig):
     head, Adam 1e-3, discount 0.99).
     """
 
+    learner_sets_the_pace = True  # a replay ratio: see DistributedConfig
+
     num_actors: int = field(4, "Actor processes, each with its own environment, network copy and epsilon.")
     burn_in: int = field(10, "Leading steps of each sequence that only warm up the stored LSTM state.")
     trace_length: int = field(9, "Transitions learned from in each sequence, after the burn-in.")

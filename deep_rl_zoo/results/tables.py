@@ -97,6 +97,12 @@ def _wall_time(hours: str | None) -> str:
     return f"{value * 60:.0f} min" if value < 1 else f"{value:.1f} h"
 
 
+def cpu_label(model: str, native_bfloat16: str) -> str:
+    """The CPU as the tables name it: its model, and `(bf16)` where it multiplies bfloat16 natively
+    (command.txt's `cpu_native_bfloat16=yes: ...`)."""
+    return model + (" (bf16)" if native_bfloat16.startswith("yes") else "")
+
+
 def table_row(folder: str, link: str) -> str:
     """One markdown row for a published run folder; `link`: the folder as the document reaches it."""
     config = folders.read_name_values(os.path.join(folder, folders.CONFIG_TXT))
@@ -104,9 +110,7 @@ def table_row(folder: str, link: str) -> str:
     evaluation, iteration = _last_evaluation(os.path.join(folder, folders.RESULTS_CSV))
     references = dict(folders.read_references(os.path.dirname(os.path.normpath(folder))))
     random_play = f"{references[RANDOM_PLAY]:g}" if RANDOM_PLAY in references else "-"
-    cpu = command.get("cpu_model", "-")
-    if command.get("cpu_native_bfloat16", "").startswith("yes"):
-        cpu += " (bf16)"
+    cpu = cpu_label(command.get("cpu_model", "-"), command.get("cpu_native_bfloat16", ""))
     cells = [
         config.get("agent_name", "-"),
         config.get("environment_name", "-"),

@@ -25,6 +25,8 @@ class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
     """SAC-discrete hyper-parameters. The defaults are the classic-control ones, tuned here on
     CartPole-v1; run_atari uses the paper's Atari setting (Christodoulou 2019, table 1)."""
 
+    learner_sets_the_pace = True  # a replay ratio: see DistributedConfig
+
     num_actors: int = field(4, "Actor processes, each with its own environment and copy of the policy.")
     unroll_length: int = field(32, "Env steps per chunk of transitions an actor sends.")
     replay_capacity: int = field(100_000, "Transitions the replay holds (kept across iterations).")
