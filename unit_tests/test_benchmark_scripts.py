@@ -194,6 +194,18 @@ def test_time_to_score_run_stops_the_training_at_the_target_and_reports_it(tmp_p
     assert (out / "train.log").read_text().count("iteration 0:") == 1
 
 
+def test_chaos_allows_a_killed_learner_to_lose_the_learner_step_that_ends_an_iteration():
+    """A phase ends on the learner-step boundary nearest to --num_train_steps, so a learner killed before
+    its checkpoint may lose one iteration plus part of a step (30,004 env steps of a 30,000 iteration)."""
+    chaos = _load("chaos")
+    log = (
+        "note: a training phase ends between two learner steps (here 234 of about 128 env steps each), so "
+        "iteration 0 trained 30,004 env steps for --num_train_steps=30,000\n"
+    )
+    assert chaos.learner_step_env_steps(log) == 128
+    assert chaos.learner_step_env_steps("iteration 0: env steps 30,000\n") == 0  # no note: no slack
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     not hasattr(os, "getloadavg") or not os.path.exists("/proc/self/stat"), reason="Linux /proc"
