@@ -16,8 +16,8 @@ The run passes when it finishes its iterations; every SIGTERM was obeyed within 
 machine's load) with exit 143 and no traceback; every actor fault was reported; every torn checkpoint was
 skipped; no learner restart lost more than one iteration's env steps (with the learner step that ends it);
 no process, shared-memory file or file descriptor of ours outlived a learner (this script is the child
-subreaper of everything it starts); the learner's memory grew by under 10% from the run's first quarter to its last; and the agent still
-solved CartPole (an evaluation mean >= 475).
+subreaper of everything it starts); the learner's memory grew by under 10% from the run's first quarter
+to its last; and the agent still solved CartPole (an evaluation mean >= 475).
 
     python benchmarks/chaos.py --agent=impala --minutes=30              # the full version
     python benchmarks/chaos.py --agent=ppo --backend=ray --minutes=30   # Ray in a private namespace

@@ -69,6 +69,18 @@ def test_the_default_atari_layout_keeps_the_papers_batch_on_any_machine(monkeypa
         assert curious.num_actors <= max(cores, 1) and curious.num_threads == cores
 
 
+def _distributed_configs(package: str) -> list[type]:
+    """The DistributedConfig subclasses `deep_rl_zoo.<package>.train` defines (not those it imports)."""
+    train = importlib.import_module(f"deep_rl_zoo.{package}.train")
+    return [
+        c
+        for c in vars(train).values()
+        if isinstance(c, type)
+        and issubclass(c, distributed.DistributedConfig)
+        and c.__module__ == train.__name__
+    ]
+
+
 def test_auto_learner_threads(monkeypatch):
     from deep_rl_zoo.dqn import run_atari as dqn_atari
     from deep_rl_zoo.dqn import run_classic as dqn_classic
@@ -86,16 +98,8 @@ def test_auto_learner_threads(monkeypatch):
     # A replay ratio makes the learner set the pace (its actors wait while it owes gradient steps): every
     # core, as for a synchronous learner, beside the actors the paper's setting asks for.
     for package in ("sac", "r2d2", "ngu", "agent57"):
-        train = importlib.import_module(f"deep_rl_zoo.{package}.train")
-        atari = importlib.import_module(f"deep_rl_zoo.{package}.run_atari")
-        config_cls = next(
-            c
-            for c in vars(train).values()
-            if isinstance(c, type)
-            and c.__module__ == train.__name__
-            and issubclass(c, distributed.DistributedConfig)
-        )
-        paced = config_cls(**atari.DEFAULTS)
+        (config_cls,) = _distributed_configs(package)
+        paced = config_cls(**importlib.import_module(f"deep_rl_zoo.{package}.run_atari").DEFAULTS)
         assert paced.num_actors > 2 and paced.num_threads == 2, package
     assert dqn_train.DqnConfig(**{**dqn_atari.DEFAULTS, "num_threads": 3}).num_threads == 3  # as set
 
@@ -105,14 +109,7 @@ def test_auto_learner_threads(monkeypatch):
 )
 def test_every_distributed_config_knows_whether_its_learner_waits_for_the_actors(package):
     """`learner_waits_for_actors` (which sets the learner's auto threads) is the learner's `on_policy`."""
-    train = importlib.import_module(f"deep_rl_zoo.{package}.train")
-    configs = [
-        c
-        for c in vars(train).values()
-        if isinstance(c, type)
-        and issubclass(c, distributed.DistributedConfig)
-        and c.__module__ == train.__name__
-    ]
+    configs = _distributed_configs(package)
     assert len(configs) == 1
     learner_packages = {"ngu": "r2d2", "agent57": "r2d2"}  # they learn with R2D2's learner
     agent = importlib.import_module(f"deep_rl_zoo.{learner_packages.get(package, package)}.agent")
