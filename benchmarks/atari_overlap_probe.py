@@ -13,10 +13,19 @@ actor's unrolls advance in lockstep; this probe is the figure an issue for it st
 Contenders alternate over `--blocks` blocks of `--rounds` rounds: `serial` (N envs, then a forward of
 N), `overlapped` (two halves), `env alone` and `forward alone` (of N) for the serial bound.
 
+`--processes=P` runs P such probes at once, each in its own process with its own envs and one torch
+thread, as the actor processes of a batched agent do (PPO on 2 cores: 2 processes of 4 envs, each vector
+env on 2 C++ threads); a barrier starts each contender in all of them together, and the rates printed are
+the sums over the processes. One process beside an idle core is where the overlap can gain; P processes
+that already keep every core busy leave it little idle time to fill.
+
     python benchmarks/atari_overlap_probe.py [--num_envs=8] [--env_threads=1] [--rounds=150] [--blocks=3]
+    python benchmarks/atari_overlap_probe.py --processes=2 --num_envs=4 --env_threads=2   # PPO's actors
 """
 
 import argparse
+import multiprocessing
+import queue
 import sys
 import time
 from pathlib import Path
@@ -81,18 +90,10 @@ class Probe:
             self._act(self._observation)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num_envs", type=int, default=8, help="Envs in all (an even number).")
-    parser.add_argument("--env_threads", type=int, default=1, help="C++ threads of each vector env.")
-    parser.add_argument("--rounds", type=int, default=150, help="Rounds of all the envs per block.")
-    parser.add_argument("--blocks", type=int, default=3, help="Blocks in which the contenders take turns.")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    if args.num_envs < 2 or args.num_envs % 2 or min(args.env_threads, args.rounds, args.blocks) < 1:
-        raise SystemExit("--num_envs must be even and >= 2; --env_threads, --rounds, --blocks >= 1")
+def measure(args: argparse.Namespace, index: int, barrier, results) -> None:
+    """One probe (process `index`): each contender's seconds over all blocks, put on `results`."""
     torch.set_num_threads(1)
-    probe = Probe(args.num_envs, args.env_threads, args.seed)
+    probe = Probe(args.num_envs, args.env_threads, args.seed + 7919 * index)
     contenders = {
         "serial": probe.serial,
         "overlapped": probe.overlapped,
@@ -104,11 +105,55 @@ def main() -> int:
     seconds = dict.fromkeys(contenders, 0.0)
     for _ in range(args.blocks):
         for name, run in contenders.items():
+            barrier.wait(timeout=600)  # a probe that died leaves the others an error, not a hang
             start = time.perf_counter()
             run(args.rounds)
             seconds[name] += time.perf_counter() - start
-    rates = {name: args.blocks * args.rounds * args.num_envs / s for name, s in seconds.items()}
-    print(f"{args.num_envs} envs, {args.env_threads} C++ thread(s) per vector env, 1 torch thread")
+    results.put(seconds)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num_envs", type=int, default=8, help="Envs in all per process (an even number).")
+    parser.add_argument("--env_threads", type=int, default=1, help="C++ threads of each vector env.")
+    parser.add_argument("--rounds", type=int, default=150, help="Rounds of all the envs per block.")
+    parser.add_argument("--blocks", type=int, default=3, help="Blocks in which the contenders take turns.")
+    parser.add_argument("--processes", type=int, default=1, help="Probes running at once, one per process.")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if (
+        args.num_envs < 2
+        or args.num_envs % 2
+        or min(args.env_threads, args.rounds, args.blocks, args.processes) < 1
+    ):
+        raise SystemExit(
+            "--num_envs must be even and >= 2; --env_threads, --rounds, --blocks, --processes >= 1"
+        )
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(args.processes), context.Queue()
+    workers = [
+        context.Process(target=measure, args=(args, index, barrier, results))
+        for index in range(args.processes)
+    ]
+    for worker in workers:
+        worker.start()
+    per_process = []
+    while len(per_process) < len(workers):
+        try:
+            per_process.append(results.get(timeout=1))
+        except queue.Empty:
+            if any(worker.exitcode not in (None, 0) for worker in workers):
+                for worker in workers:
+                    worker.kill()
+                raise SystemExit("a probe process failed (its traceback is above)") from None
+    for worker in workers:
+        worker.join()
+    steps = args.blocks * args.rounds * args.num_envs
+    rates = {name: sum(steps / seconds[name] for seconds in per_process) for name in per_process[0]}
+    print(
+        f"{args.processes} process(es) x {args.num_envs} envs, {args.env_threads} C++ thread(s) per vector env, "
+        "1 torch thread each"
+    )
     for name, rate in rates.items():
         print(f"  {name:14s} {rate:7.0f} env steps/s")
     bound = 1 / (1 / rates["env alone"] + 1 / rates["forward alone"])

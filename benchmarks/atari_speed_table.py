@@ -19,8 +19,10 @@ a gradient step for the replay agents, Q and SAC, recurrent or not; an update on
 agents, which for PPO is its epochs x minibatches of gradient steps). From /proc, every quarter of a
 second: the CPU time and resident memory of every process of the run (the learner and its actors: the
 run's session). CPU seconds per 1,000 env steps are the processes' CPU time between the appearance of
-iteration 1's row and of iteration 2's, so they include iteration 1's checkpoint save; memory is the peak
-of the summed RSS (pages shared between processes counted in each).
+iteration 1's row and of iteration 2's, so they include iteration 1's checkpoint save; cores busy are
+those CPU seconds over the wall seconds between the same two samples (2.0 on 2 cores: no core idles, so
+overlapping work inside the run has nothing left to fill); memory is the peak of the summed RSS (pages
+shared between processes counted in each).
 
     python benchmarks/atari_speed_table.py                         # all twenty agents (twenty-one scripts: A2C-grad has its own)
     python benchmarks/atari_speed_table.py --agents=dqn,ppo --env_steps=2000
@@ -132,38 +134,54 @@ def _rows(csv_path: Path) -> list[dict]:
 
 def run_sampled(
     command: list[str], work: Path, stage, env: dict | None = None
-) -> tuple[dict[int, float], int, str]:
+) -> tuple[dict[int, tuple[float, float]], int, str]:
     """Runs `command` in a session of its own, sampling its processes' CPU time and memory every quarter
     of a second until it ends. Returns (stage -> CPU seconds when `stage()` first returned it, peak
-    summed RSS in bytes, its output); a failed command is a SystemExit with the output's end."""
+    summed RSS in bytes, its output); a failed command is a SystemExit with the output's end. Each mark
+    is (CPU seconds, wall seconds since the start); a stage first seen after the command ended gets the
+    last sample (a run ends right after writing its last row)."""
     output_path = work / "output.txt"
     with open(output_path, "w") as output:
         child = subprocess.Popen(
             command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
-        marks: dict[int, float] = {}
-        peak_rss = 0
+        marks: dict[int, tuple[float, float]] = {}
+        peak_rss, start, last = 0, time.perf_counter(), (0.0, 0.0)
         try:
             while child.poll() is None:
                 cpu_s, rss = session_usage(child.pid)
                 peak_rss = max(peak_rss, rss)
-                marks.setdefault(stage(), cpu_s)
+                last = (cpu_s, time.perf_counter() - start)
+                marks.setdefault(stage(), last)
                 time.sleep(0.25)
         except BaseException:  # Ctrl-C: the run and its actors are in a session of their own
             os.killpg(child.pid, signal.SIGKILL)
             raise
+        # A stage the run reached after the last sample (it wrote its last row and ended): that sample.
+        marks.setdefault(stage(), last)
     text = output_path.read_text()
     if child.returncode != 0:
         raise SystemExit(f"{' '.join(command[:3])} exited {child.returncode}:\n{text[-2000:]}")
     return marks, peak_rss, text
 
 
-def _cpu_per_1000(marks: dict[int, float], env_steps: int) -> float:
-    """CPU seconds per 1,000 env steps between stage 1 and stage 2. The last sample stands for stage 2
-    when the sampler did not see it (a run ends right after writing its last row)."""
-    if 1 not in marks:
-        return float("nan")
-    return 1000 * (marks.get(2, max(marks.values())) - marks[1]) / env_steps
+def _between_stages(marks: dict[int, tuple[float, float]]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) from stage 1 to stage 2; NaN where either was never sampled."""
+    if 1 not in marks or 2 not in marks:
+        return float("nan"), float("nan")
+    (cpu_1, wall_1), (cpu_2, wall_2) = marks[1], marks[2]
+    return cpu_2 - cpu_1, wall_2 - wall_1
+
+
+def _cpu_per_1000(marks: dict[int, tuple[float, float]], env_steps: int) -> float:
+    """CPU seconds per 1,000 env steps between stage 1 and stage 2."""
+    return 1000 * _between_stages(marks)[0] / env_steps
+
+
+def _cores_busy(marks: dict[int, tuple[float, float]]) -> float:
+    """CPU seconds per wall second between stage 1 and stage 2: how many cores the run kept busy."""
+    cpu, wall = _between_stages(marks)
+    return cpu / wall if wall > 0 else float("nan")
 
 
 def measure(agent: Agent, env_steps: int, extra_flags: list[str], python: str = sys.executable) -> dict:
@@ -207,6 +225,7 @@ def measure(agent: Agent, env_steps: int, extra_flags: list[str], python: str = 
         "env_steps_per_s": steps / seconds,
         "learner_steps_per_s": learner_steps / seconds,
         "cpu_s_per_1000": _cpu_per_1000(marks, steps),
+        "cores_busy": _cores_busy(marks),
         "peak_rss_gb": peak_rss / 2**30,
     }
 
@@ -283,6 +302,7 @@ def measure_sb3(name: str, python: str, env_steps: int, threads: int) -> dict:
     return {
         "env_steps_per_s": result["env_steps"] / result["seconds"],
         "cpu_s_per_1000": _cpu_per_1000(marks, result["env_steps"]),
+        "cores_busy": _cores_busy(marks),
         "peak_rss_gb": peak_rss / 2**30,
         "threads": result["threads"],
     }
@@ -291,9 +311,9 @@ def measure_sb3(name: str, python: str, env_steps: int, threads: int) -> dict:
 def table(results: list[dict]) -> str:
     lines = [
         "| agent | layout the run chose | flags changed for the measurement | env steps/s | learner steps/s "
-        "| CPU s per 1,000 env steps | memory, GB (summed RSS) | SB3: env steps/s, CPU s per 1,000 | zoo / SB3: "
-        "env steps/s, CPU per env step |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| CPU s per 1,000 env steps | cores busy | memory, GB (summed RSS) | SB3: env steps/s, CPU s per 1,000 "
+        "| zoo / SB3: env steps/s, CPU per env step |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         sb3 = r.get("sb3")
@@ -305,7 +325,8 @@ def table(results: list[dict]) -> str:
         )
         lines.append(
             f"| {r['agent']} | {r['layout']} | {r['flags'] or 'none'} | {r['env_steps_per_s']:.0f} "
-            f"| {r['learner_steps_per_s']:.2f} | {r['cpu_s_per_1000']:.1f} | {r['peak_rss_gb']:.1f} | {versus} |"
+            f"| {r['learner_steps_per_s']:.2f} | {r['cpu_s_per_1000']:.1f} | {r['cores_busy']:.2f} "
+            f"| {r['peak_rss_gb']:.1f} | {versus} |"
         )
     return "\n".join(lines)
 
@@ -355,14 +376,15 @@ def main() -> int:
             print(
                 f"{name}: {result['env_steps_per_s']:.0f} env steps/s, {result['learner_steps_per_s']:.2f} "
                 f"learner steps/s, {result['cpu_s_per_1000']:.1f} CPU s per 1,000 env steps, "
-                f"{result['peak_rss_gb']:.1f} GB ({result['layout']})",
+                f"{result['cores_busy']:.2f} cores busy, {result['peak_rss_gb']:.1f} GB ({result['layout']})",
                 flush=True,
             )
             if args.sb3 and name in _SB3_MODELS:
                 result["sb3"] = sb3 = measure_sb3(name, sb3_python, env_steps, args.sb3_threads)
                 print(
                     f"  SB3 {name}: {sb3['env_steps_per_s']:.0f} env steps/s, {sb3['cpu_s_per_1000']:.1f} CPU s "
-                    f"per 1,000 env steps, {sb3['peak_rss_gb']:.1f} GB, {sb3['threads']} torch threads",
+                    f"per 1,000 env steps, {sb3['cores_busy']:.2f} cores busy, {sb3['peak_rss_gb']:.1f} GB, "
+                    f"{sb3['threads']} torch threads",
                     flush=True,
                 )
             results.append(result)

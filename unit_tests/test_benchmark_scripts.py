@@ -2,10 +2,12 @@
 
 import importlib.util
 import json
+import math
 import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -290,6 +292,41 @@ def test_the_speed_table_measures_every_agents_run_atari_past_its_warm_up():
         )
         assert warm_up < agent.env_steps, agent.name
         assert isinstance(config, config_module.RunConfig)
+
+
+def test_the_speed_table_reports_cpu_and_cores_busy_between_iteration_1_and_2():
+    """Samples are (CPU s, wall s): iteration 2's figures are the differences from the sample that saw
+    row 1 to the one that saw row 2, never from the start, whose CPU is start-up and warm-up."""
+    speed_table = _load("atari_speed_table")
+    marks = {0: (3.0, 2.0), 1: (20.0, 12.0), 2: (30.0, 17.0)}
+    assert speed_table._cpu_per_1000(marks, 5000) == pytest.approx(2.0)
+    assert speed_table._cores_busy(marks) == pytest.approx(2.0)
+    assert math.isnan(speed_table._cores_busy({0: (3.0, 2.0), 1: (20.0, 12.0)}))  # row 2 never sampled
+
+
+@pytest.mark.slow
+def test_the_speed_table_samples_a_stage_the_run_reached_as_it_ended():
+    """A run that writes its last row and exits between two samples: the last sample marks that row, so
+    iteration 2 still has figures (the sampler used to take stage 1's own sample for it: zero CPU)."""
+    speed_table = _load("atari_speed_table")
+    with tempfile.TemporaryDirectory() as folder:
+        work = pathlib.Path(folder)
+        rows = work / "rows.txt"
+        burn = (
+            "import time\n"
+            f"open({str(rows)!r}, 'a').write('1\\n')\n"
+            "end = time.process_time() + 0.5\n"
+            "while time.process_time() < end: pass\n"
+            f"open({str(rows)!r}, 'a').write('2\\n')\n"
+        )
+
+        def stage() -> int:
+            return len(rows.read_text().splitlines()) if rows.exists() else 0
+
+        marks, _, _ = speed_table.run_sampled([sys.executable, "-c", burn], work, stage)
+    assert 2 in marks
+    cpu, wall = speed_table._between_stages(marks)
+    assert 0.2 <= cpu <= 0.9 and wall > 0, (cpu, wall)
 
 
 @pytest.mark.slow
