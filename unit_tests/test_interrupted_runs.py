@@ -4,6 +4,7 @@ never stopped (only the episode that was running is lost)."""
 
 import csv
 import dataclasses
+import importlib.util
 import os
 import re
 import signal
@@ -264,30 +265,50 @@ def _processes_in_group(pgid: int) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads process groups from /proc")
 @pytest.mark.parametrize(
-    "signum",
+    ("signum", "backend"),
     [
-        signal.SIGINT,  # a terminal's Ctrl-C
+        (signal.SIGINT, "local"),  # a terminal's Ctrl-C
         # `timeout`, systemd's stop and batch schedulers signal every process of the job: the actors
         # and the fork server that starts them must leave the stop to the learner, or it counts their
         # deaths as faults, spends its restarts and ends with an error instead of saving
-        signal.SIGTERM,
+        (signal.SIGTERM, "local"),
+        # With --backend=ray the group holds the local Ray instance the learner started (GCS, raylet,
+        # workers, the Ray actors): they live on through the signal until the learner has saved
+        pytest.param(
+            signal.SIGTERM,
+            "ray",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("ray") is None,
+                reason="Ray is an optional extra: pip install -e '.[ray]'",
+            ),
+        ),
     ],
-    ids=["ctrl_c", "sigterm_to_the_group"],
+    ids=["ctrl_c", "sigterm_to_the_group", "sigterm_to_the_group_on_ray"],
 )
-def test_a_stop_signal_to_a_distributed_scripts_group_saves_it_and_leaves_no_process(tmp_path, signum):
+def test_a_stop_signal_to_a_distributed_scripts_group_saves_it_and_leaves_no_process(
+    tmp_path, request, signum, backend
+):
+    import shutil
     import subprocess
     import sys
+    import tempfile
     import time
 
     from unit_tests.deadlines import Deadline, answers_ctrl_c, under_load
 
     command = [sys.executable, "-m", "deep_rl_zoo.ppo.run_classic", "--num_train_steps=2048"]
     command += ["--num_eval_steps=100", "--num_iterations=1000", "--nouse_tensorboard", "--noshow_progress"]
-    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    environment = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    if backend == "ray":
+        command += ["--backend=ray", "--num_actors=2"]
+        # A Ray instance of its own: ray.init joins the newest one recorded under its temp folder (a
+        # `ray start` of another test), and its socket paths must stay short.
+        environment["RAY_TMPDIR"] = ray_folder = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+        request.addfinalizer(lambda: shutil.rmtree(ray_folder, ignore_errors=True))
     process = subprocess.Popen(
         command,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": repo_root},
+        env=environment,
         stdout=subprocess.PIPE,  # restarts and deaths are reported on stdout (tqdm.write), errors on stderr
         stderr=subprocess.STDOUT,
         text=True,
@@ -314,6 +335,7 @@ def test_a_stop_signal_to_a_distributed_scripts_group_saves_it_and_leaves_no_pro
             process.kill()
     assert process.returncode == 128 + signum, output
     assert "which --resume continues" in output and "Traceback" not in output
+    assert "DeprecationWarning" not in output  # Ray 2.60 warns of its own API at every actor start
     # No actor died or was restarted (each would be reported on a line "actor N ..."): the learner stopped them.
     assert re.search(r"^actor \d", output, re.MULTILINE) is None, output
     (saved,) = [n for n in os.listdir(folder) if n.endswith("_interrupted.ckpt")]

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from typing import Any
 
 import torch
@@ -85,10 +86,16 @@ class _ActorBody:
         self._started = True
         self.alive_at = time.monotonic()
         self.set_parameters(version, state)
+        context = ray.get_runtime_context()
+        # Ray 2.60's own `was_current_actor_reconstructed` reads its deprecated `actor_id` and warns (three
+        # lines per actor start on the driver's console); the warning is Ray's business, not the user's.
+        # Read before the acting thread starts: catch_warnings changes the process's filters.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            reconstructed = context.was_current_actor_reconstructed
         link = _RayLink(self._actor_index, self)
         threading.Thread(target=self._act, args=(seed, link), daemon=True).start()
-        context = ray.get_runtime_context()
-        return context.get_node_id(), os.getpid(), context.was_current_actor_reconstructed
+        return context.get_node_id(), os.getpid(), reconstructed
 
     def _act(self, seed: int, link: "_RayLink") -> None:
         try:
