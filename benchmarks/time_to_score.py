@@ -13,7 +13,9 @@ per evaluation):
   stops at the first evaluation over at least 10 whole episodes that reaches it), its runs/ and
   checkpoints/ folders and the run's console log (`train.log`) inside `--out`, then reports from the
   run's results.csv; the process's whole wall time (start-up included) is reported as well. Flags after
-  `--` go to the run script unchanged:
+  `--` go to the run script unchanged. A run stopped by Ctrl-C or SIGTERM is reported as far as it got,
+  and the same command with `run --resume` continues it (the wall-clock columns go on from where it
+  stopped):
 
       python benchmarks/time_to_score.py run --script=ppo.run_atari --target_return=18 \\
           --eval_interval=250000 --max_env_steps=10000000 --out=results/ppo_pong -- \\
@@ -185,8 +187,14 @@ def write_report(out: str, summary: dict, curve: list[dict]) -> str:
             f"{episodes} whole episodes (not counted)"
         )
     if "process_wall_seconds" in summary:
+        session = " (the last session's: the run was resumed)" if summary.get("resumed") else ""
         lines.append(
-            f"- the training process's whole wall time (start-up included): {_seconds(summary['process_wall_seconds'])}"
+            f"- the training process's whole wall time (start-up included){session}: "
+            f"{_seconds(summary['process_wall_seconds'])}"
+        )
+    if summary.get("interrupted"):
+        lines.append(
+            "- stopped (Ctrl-C or SIGTERM) before the target: `time_to_score.py run --resume` continues it"
         )
     lines += [
         f"- CPU: {summary['cpu_model']}, {summary['cpu_cores'] or 'unrecorded'} cores, native bfloat16: "
@@ -271,11 +279,34 @@ def _minutes(seconds: float | None) -> str:
     return "not recorded" if seconds is None else f"{seconds / 60:.1f} min"
 
 
+INTERRUPTED = (130, 143)  # a run stopped by Ctrl-C or SIGTERM: saved where it stood, --resume continues it
+
+
+def _run_folder(out: str) -> Path | None:
+    """The one run folder under `out`/runs that has a results.csv, None before the first iteration ends."""
+    runs_dir = Path(out, "runs")
+    runs = [p for p in runs_dir.iterdir() if (p / "results.csv").is_file()] if runs_dir.is_dir() else []
+    if len(runs) > 1:
+        raise SystemExit(
+            f"error: expected one run folder with a results.csv in {out}/runs, found {len(runs)}"
+        )
+    return runs[0] if runs else None
+
+
 def run(args: argparse.Namespace, script_flags: list[str]) -> dict:
-    """Trains with the run script (its flags plus the time-to-score ones), then reports its run."""
-    if os.path.isdir(args.out) and os.listdir(args.out):
-        raise SystemExit(f"error: --out={args.out} is not empty; give a new folder")
-    os.makedirs(args.out)
+    """Trains with the run script (its flags plus the time-to-score ones), then reports its run. With
+    `args.resume` it continues the run an earlier `run` left in `args.out` (stopped by Ctrl-C, SIGTERM or
+    a crash): the script's `--resume` from its newest checkpoint, the console log appended to."""
+    if args.resume:
+        if not Path(args.out, "checkpoints").is_dir():
+            raise SystemExit(
+                f"error: --resume: {args.out} holds no checkpoints/ of an earlier run; give its --out"
+            )
+    elif os.path.isdir(args.out) and os.listdir(args.out):
+        raise SystemExit(
+            f"error: --out={args.out} is not empty; give a new folder (or --resume to continue it)"
+        )
+    os.makedirs(args.out, exist_ok=True)
     num_iterations = math.ceil(args.max_env_steps / args.eval_interval)
     command = [
         sys.executable,
@@ -288,13 +319,14 @@ def run(args: argparse.Namespace, script_flags: list[str]) -> dict:
         f"--runs_dir={os.path.join(args.out, 'runs')}",
         f"--checkpoint_dir={os.path.join(args.out, 'checkpoints')}",
         "--noshow_progress",
+        *(["--resume"] if args.resume else []),
     ]
     environment = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])),
     }
     start = time.perf_counter()
-    with open(os.path.join(args.out, "train.log"), "w") as log:
+    with open(os.path.join(args.out, "train.log"), "a" if args.resume else "w") as log:
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment
         )
@@ -303,23 +335,29 @@ def run(args: argparse.Namespace, script_flags: list[str]) -> dict:
             log.write(line)
         returncode = process.wait()
     process_wall = time.perf_counter() - start
-    if returncode != 0:
+    run_folder = _run_folder(args.out)
+    if returncode != 0 and not (returncode in INTERRUPTED and run_folder is not None):
         raise SystemExit(
             f"error: the training run exited with status {returncode} (see {args.out}/train.log)"
         )
-    runs = [p for p in Path(args.out, "runs").iterdir() if (p / "results.csv").is_file()]
-    if len(runs) != 1:
-        raise SystemExit(
-            f"error: expected one run folder with a results.csv in {args.out}/runs, found {len(runs)}"
-        )
-    return report(
-        str(runs[0]),
+    if run_folder is None:
+        raise SystemExit(f"error: the training run left no results.csv in {args.out}/runs")
+    summary = report(
+        str(run_folder),
         args.target_return,
         args.min_episodes,
         args.out,
         command=" ".join(command[1:]),
         process_wall_seconds=process_wall,
+        resumed=args.resume,
+        interrupted=returncode != 0,
     )
+    if returncode != 0:
+        print(
+            f"the run was stopped (status {returncode}) before the target or --max_env_steps; the same command "
+            "with run --resume continues it"
+        )
+    return summary
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -351,6 +389,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     modes.choices["run"].add_argument(
         "--max_env_steps", type=int, required=True, help="Give up after this many training env steps."
+    )
+    modes.choices["run"].add_argument(
+        "--resume",
+        action="store_true",
+        help="Continue the stopped run in --out (same flags; after -- they may change, as the script's --resume allows).",
     )
     modes.choices["report"].add_argument("--run_dir", required=True, help="A run folder holding results.csv.")
     modes.choices["table"].add_argument(

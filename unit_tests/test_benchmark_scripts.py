@@ -108,6 +108,67 @@ def test_time_to_score_is_the_first_evaluation_over_ten_whole_episodes_reaching_
     assert not missed["reached"] and missed["best_counted_mean"] == 20.0
 
 
+def test_time_to_score_run_reports_a_stopped_run_and_resume_continues_it(tmp_path, monkeypatch):
+    """A run stopped by SIGTERM (status 143) is reported as far as it got; `run --resume` passes the
+    script's --resume, appends to train.log and reports the whole run. A crash is an error, and --resume
+    needs an earlier run's folder. The training process is a stand-in that writes results.csv."""
+    time_to_score = _load("time_to_score")
+    out = tmp_path / "s1"
+    commands = []
+
+    def row(iteration, mean):
+        return {
+            "iteration": iteration,
+            "train_env_steps": 250_000 * (iteration + 1),
+            "eval_mean_episode_return": mean,
+            "eval_num_episodes": 10,
+            "wall_seconds": 600.0 * (iteration + 1),
+            "eval_seconds": 60.0 * (iteration + 1),
+        }
+
+    class StandIn:
+        """The run script: two iterations then SIGTERM; resumed, two more reaching 18; status as set."""
+
+        status = 143
+
+        def __init__(self, command, **kwargs):
+            commands.append(command)
+            resumed = "--resume" in command
+            means = [-20.0, 5.0, 17.0, 18.5] if resumed else [-20.0, 5.0]
+            folder = out / "runs" / "PPO_Pong_fast"
+            folder.mkdir(parents=True, exist_ok=True)
+            (out / "checkpoints").mkdir(exist_ok=True)
+            _write_results(folder / "results.csv", [row(i, m) for i, m in enumerate(means)])
+            self.stdout = iter([f"session {'2' if resumed else '1'}\n"])
+
+        def wait(self):
+            return self.status
+
+    monkeypatch.setattr(time_to_score.subprocess, "Popen", StandIn)
+    base = ["run", "--script=ppo.run_atari", "--target_return=18", "--eval_interval=250000"]
+    base += ["--max_env_steps=10000000", f"--out={out}"]
+    script_flags = ["--", "--flagfile=configs/ppo_pong_fast.flags", "--seed=1"]
+
+    stopped = time_to_score.run(*time_to_score.parse_args(base + script_flags))
+    assert stopped["interrupted"] and not stopped["reached"] and stopped["best_counted_mean"] == 5.0
+    assert "--resume" not in commands[0] and "run --resume" in (out / "summary.md").read_text()
+    with pytest.raises(SystemExit, match="not empty"):
+        time_to_score.run(*time_to_score.parse_args(base + script_flags))
+
+    StandIn.status = 0
+    resumed = time_to_score.run(*time_to_score.parse_args(base + ["--resume"] + script_flags))
+    assert commands[-1][-1] == "--resume" and "--seed=1" in commands[-1]
+    assert resumed["reached"] and resumed["iteration"] == 3 and not resumed["interrupted"]
+    assert (out / "train.log").read_text() == "session 1\nsession 2\n"
+
+    StandIn.status = 1  # a crash: no report
+    with pytest.raises(SystemExit, match="exited with status 1"):
+        time_to_score.run(*time_to_score.parse_args(base + ["--resume"] + script_flags))
+    with pytest.raises(SystemExit, match="no checkpoints"):
+        fresh = [a.replace(str(out), str(tmp_path / "new")) for a in base]
+        time_to_score.run(*time_to_score.parse_args(fresh + ["--resume"] + script_flags))
+
+
 def test_time_to_score_table_gives_each_seed_and_the_median_with_the_cpu_that_trained_it(tmp_path):
     time_to_score = _load("time_to_score")
 
