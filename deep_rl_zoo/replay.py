@@ -518,6 +518,25 @@ class FrameStackStore:
         return handles.astype(np.int64, copy=False)
 
 
+def keep_frames_of_oldest_transition(store: FrameStackStore, replay: UniformReplay, new_handle: int) -> None:
+    """Grows `store` when storing the frame `new_handle` would overwrite a frame that the oldest
+    transition of `replay` (whose `s_tm1` has the smallest handle) still needs. Call it before each
+    `store.add`.
+
+    `frame_store_capacity` sizes the store for episodes (or lives) of >= 32 env steps on average;
+    shorter ones (Breakout's first lives under a near-constant policy last ~31) leave more first
+    frames per transition than that margin holds. Rather than a stale handle hours into a run, the
+    ring then grows, by at least 1/32 of its size so that a growing run copies it rarely:
+
+        needed slots = new_handle - (oldest frame the stack of the oldest transition's s_tm1 needs) + 1
+    """
+    if replay.size == 0:
+        return
+    needed = new_handle - store.oldest_needed(int(replay.oldest_value("s_tm1"))) + 1
+    if needed > store.capacity:
+        store.grow(max(needed, store.capacity + max(1, store.capacity // 32)))
+
+
 def frame_store_capacity(
     replay_capacity: int, n_step: int, stack_size: int = 4, min_episode_steps: int = 32
 ) -> int:
@@ -802,27 +821,8 @@ class TransitionWriter:
         handle = self.frame_store.num_added
         for transition in accumulator.step(timestep, handle, action):
             self.replay.add(transition)
-        self._keep_frames_of_oldest_transition(handle)
+        keep_frames_of_oldest_transition(self.frame_store, self.replay, handle)
         self.frame_store.add(timestep.observation[-1], timestep.first, stream)
-
-    def _keep_frames_of_oldest_transition(self, new_handle: int) -> None:
-        """Grows the frame store when storing `new_handle` would overwrite a frame that the replay's
-        oldest transition (whose s_tm1 has the smallest handle) still needs.
-
-        `frame_store_capacity` sizes the store for episodes (or lives) of >= 32 env steps on average;
-        shorter ones (Breakout's first lives under a near-constant policy last ~31) leave more first
-        frames per transition than that margin holds. Rather than a stale handle hours into a run, the
-        ring then grows, by at least 1/32 of its size so that a growing run copies it rarely:
-
-            needed slots = new_handle - (oldest frame the stack of the oldest transition's s_tm1 needs) + 1
-        """
-        store = self.frame_store
-        assert store is not None
-        if self.replay.size == 0:
-            return
-        needed = new_handle - store.oldest_needed(int(self.replay.oldest_value("s_tm1"))) + 1
-        if needed > store.capacity:
-            store.grow(max(needed, store.capacity + max(1, store.capacity // 32)))
 
     def reset(self) -> None:
         for accumulator in self._accumulators:

@@ -235,6 +235,42 @@ def test_atari_chunks_rebuild_every_stack_from_frames_kept_once(tmp_path):
     assert rebuilt_t == [[1, 2, 3, 4], [9, 9, 9, 10], [50, 51, 52, 53]]
 
 
+def test_atari_lives_of_one_step_grow_the_frame_store_instead_of_losing_frames(tmp_path):
+    """The store is sized for lives of >= 32 env steps on average; lives of one step put three frames
+    per transition into it (the chunk's first stack, then a first frame and its successor per life), so
+    a full replay needs more frames than the store was made for. It grows, and every transition in the
+    replay still rebuilds its own stacks: s_tm1 = (a, a, a, a) at a life's start, s_t = (a, a, a, a + 1)."""
+    config = _config(
+        tmp_path, replay_capacity=20, min_replay_size=20, batch_size=4, updates_per_env_step=0.05
+    )
+    env = gym.make("CartPole-v1")
+    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    learner = train.build_learner(config, env, torch.device("cpu")).learner
+    store = learner._frame_store
+    capacity_before = store.capacity
+
+    def frame(i):
+        return np.full((36, 36), i % 251, np.uint8)
+
+    start = 0
+    for _ in range(30):  # 4 one-step lives per chunk: 120 transitions through a replay of 20
+        observations, valid = [], []
+        for life in range(4):
+            a = start + 2 * life
+            observations += [[frame(a)] * 4, [frame(a)] * 3 + [frame(a + 1)]]
+            valid += [True, False]  # s_a -> s_a+1 ends the life; the pair into the next reset is none
+        observations.append([frame(start + 8)] * 4)
+        learner.learn([_chunk(observations, valid, terminated=[True, False] * 4)])
+        start += 8
+    assert store.capacity > capacity_before
+    replay = learner._replay
+    s_tm1 = store.stacks(replay._storage[0])[:, :, 0, 0].astype(int)
+    s_t = store.stacks(replay._storage[4])[:, :, 0, 0].astype(int)
+    assert (s_tm1 == s_tm1[:, :1]).all()
+    assert (s_t[:, :3] == s_tm1[:, :3]).all() and (s_t[:, 3] == (s_tm1[:, 0] + 1) % 251).all()
+    assert learner.statistics["learner_steps"] > 0  # it sampled (and rebuilt stacks) while learning
+
+
 def test_learner_takes_its_share_of_gradient_steps_and_moves_the_policy(tmp_path):
     config = _config(tmp_path, updates_per_env_step=0.25, min_replay_size=16, batch_size=8)
     learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner

@@ -138,13 +138,20 @@ class Sac:
         if self._frame_store is None:
             states = list(chunk.observation)
         else:
-            first_stack = chunk.observation[0]
-            for index, frame in enumerate(first_stack):
-                handle = self._frame_store.add(frame, first=index == 0)
+            store = self._frame_store
+
+            def add(frame: np.ndarray, first: bool) -> int:
+                # Short lives put more first frames in the store than its size allows for: it grows
+                # rather than lose a frame that a transition in the replay still needs.
+                replay_lib.keep_frames_of_oldest_transition(store, self._replay, store.num_added)
+                return store.add(frame, first=first)
+
+            for index, frame in enumerate(chunk.observation[0]):
+                handle = add(frame, first=index == 0)
             states = [handle]
             for t in range(1, len(chunk.observation)):
                 # s_t starts an episode when s_{t-1} ended one (pair t - 1 is no transition).
-                states.append(self._frame_store.add(chunk.observation[t][-1], first=not chunk.valid[t - 1]))
+                states.append(add(chunk.observation[t][-1], first=not chunk.valid[t - 1]))
         for t in np.flatnonzero(chunk.valid):
             discount = 0.0 if chunk.terminated[t] else self._discount  # a truncation still bootstraps
             self._replay.add(
