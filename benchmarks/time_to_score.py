@@ -187,11 +187,8 @@ def write_report(out: str, summary: dict, curve: list[dict]) -> str:
             f"{episodes} whole episodes (not counted)"
         )
     if "process_wall_seconds" in summary:
-        session = " (the last session's: the run was resumed)" if summary.get("resumed") else ""
-        lines.append(
-            f"- the training process's whole wall time (start-up included){session}: "
-            f"{_seconds(summary['process_wall_seconds'])}"
-        )
+        whose = "this session's training process" if summary.get("resumed") else "the training process"
+        lines.append(f"- {whose}, start-up included: {_seconds(summary['process_wall_seconds'])}")
     if summary.get("interrupted"):
         lines.append(
             "- stopped (Ctrl-C or SIGTERM) before the target: `time_to_score.py run --resume` continues it"
