@@ -67,6 +67,19 @@ def _write_results(path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
+def _evaluation_row(iteration: int, mean: float) -> dict:
+    """A results.csv row of a run evaluated over 10 games after every 250k env steps, 10 minutes apart
+    with 1 of them evaluating."""
+    return {
+        "iteration": iteration,
+        "train_env_steps": 250_000 * (iteration + 1),
+        "eval_mean_episode_return": mean,
+        "eval_num_episodes": 10,
+        "wall_seconds": 600.0 * (iteration + 1),
+        "eval_seconds": 60.0 * (iteration + 1),
+    }
+
+
 def test_time_to_score_is_the_first_evaluation_over_ten_whole_episodes_reaching_the_target(tmp_path):
     time_to_score = _load("time_to_score")
 
@@ -116,16 +129,6 @@ def test_time_to_score_run_reports_a_stopped_run_and_resume_continues_it(tmp_pat
     out = tmp_path / "s1"
     commands = []
 
-    def row(iteration, mean):
-        return {
-            "iteration": iteration,
-            "train_env_steps": 250_000 * (iteration + 1),
-            "eval_mean_episode_return": mean,
-            "eval_num_episodes": 10,
-            "wall_seconds": 600.0 * (iteration + 1),
-            "eval_seconds": 60.0 * (iteration + 1),
-        }
-
     class StandIn:
         """The run script: two iterations then SIGTERM; resumed, two more reaching 18; status as set."""
 
@@ -138,7 +141,7 @@ def test_time_to_score_run_reports_a_stopped_run_and_resume_continues_it(tmp_pat
             folder = out / "runs" / "PPO_Pong_fast"
             folder.mkdir(parents=True, exist_ok=True)
             (out / "checkpoints").mkdir(exist_ok=True)
-            _write_results(folder / "results.csv", [row(i, m) for i, m in enumerate(means)])
+            _write_results(folder / "results.csv", [_evaluation_row(i, m) for i, m in enumerate(means)])
             self.stdout = iter([f"session {'2' if resumed else '1'}\n"])
 
         def wait(self):
@@ -175,18 +178,7 @@ def test_time_to_score_table_gives_each_seed_and_the_median_with_the_cpu_that_tr
     def run(name, means, cpu_model=None):
         folder = tmp_path / name
         folder.mkdir()
-        rows = [
-            {
-                "iteration": i,
-                "train_env_steps": 250_000 * (i + 1),
-                "eval_mean_episode_return": mean,
-                "eval_num_episodes": 10,
-                "wall_seconds": 600.0 * (i + 1),
-                "eval_seconds": 60.0 * (i + 1),
-            }
-            for i, mean in enumerate(means)
-        ]
-        _write_results(folder / "results.csv", rows)
+        _write_results(folder / "results.csv", [_evaluation_row(i, mean) for i, mean in enumerate(means)])
         if cpu_model:  # a published folder names the CPU that trained it
             (folder / "command.txt").write_text(
                 f"cpu_model={cpu_model}\ncpu_native_bfloat16=yes: avx512_bf16\n"
