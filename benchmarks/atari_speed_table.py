@@ -136,10 +136,10 @@ def run_sampled(
     command: list[str], work: Path, stage, env: dict | None = None
 ) -> tuple[dict[int, tuple[float, float]], int, str]:
     """Runs `command` in a session of its own, sampling its processes' CPU time and memory every quarter
-    of a second until it ends. Returns (stage -> CPU seconds when `stage()` first returned it, peak
-    summed RSS in bytes, its output); a failed command is a SystemExit with the output's end. Each mark
-    is (CPU seconds, wall seconds since the start); a stage first seen after the command ended gets the
-    last sample (a run ends right after writing its last row)."""
+    of a second until it ends. Returns (stage -> (CPU seconds, wall seconds since the start) when
+    `stage()` first returned it, peak summed RSS in bytes, its output); a stage first seen after the
+    command ended gets the last sample (a run ends right after writing its last row). A failed command is
+    a SystemExit with the output's end."""
     output_path = work / "output.txt"
     with open(output_path, "w") as output:
         child = subprocess.Popen(

@@ -41,6 +41,7 @@ import csv
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -276,7 +277,8 @@ def _minutes(seconds: float | None) -> str:
     return "not recorded" if seconds is None else f"{seconds / 60:.1f} min"
 
 
-INTERRUPTED = (130, 143)  # a run stopped by Ctrl-C or SIGTERM: saved where it stood, --resume continues it
+# Exit codes of a run stopped by Ctrl-C or SIGTERM (128 + the signal): saved where it stood, --resume continues it.
+INTERRUPTED = tuple(128 + signum for signum in (signal.SIGINT, signal.SIGTERM))
 
 
 def _run_folder(out: str) -> Path | None:

@@ -138,20 +138,18 @@ class Sac:
         if self._frame_store is None:
             states = list(chunk.observation)
         else:
-            store = self._frame_store
-
-            def add(frame: np.ndarray, first: bool) -> int:
-                # Short lives put more first frames in the store than its size allows for: it grows
-                # rather than lose a frame that a transition in the replay still needs.
-                replay_lib.keep_frames_of_oldest_transition(store, self._replay, store.num_added)
-                return store.add(frame, first=first)
-
-            for index, frame in enumerate(chunk.observation[0]):
-                handle = add(frame, first=index == 0)
+            store, first_stack = self._frame_store, chunk.observation[0]
+            # Short lives put more first frames in the store than its size allows for: it grows rather
+            # than lose a frame that a transition in the replay still needs. The replay does not change
+            # while the chunk's frames go in, so checking the chunk's newest frame covers them all.
+            newest = store.num_added + len(first_stack) + len(chunk.observation) - 2
+            replay_lib.keep_frames_of_oldest_transition(store, self._replay, newest)
+            for index, frame in enumerate(first_stack):
+                handle = store.add(frame, first=index == 0)
             states = [handle]
             for t in range(1, len(chunk.observation)):
                 # s_t starts an episode when s_{t-1} ended one (pair t - 1 is no transition).
-                states.append(add(chunk.observation[t][-1], first=not chunk.valid[t - 1]))
+                states.append(store.add(chunk.observation[t][-1], first=not chunk.valid[t - 1]))
         for t in np.flatnonzero(chunk.valid):
             discount = 0.0 if chunk.terminated[t] else self._discount  # a truncation still bootstraps
             self._replay.add(
