@@ -24,6 +24,12 @@ those CPU seconds over the wall seconds between the same two samples (2.0 on 2 c
 overlapping work inside the run has nothing left to fill); memory is the peak of the summed RSS (pages
 shared between processes counted in each).
 
+For the distributed agents (actors + learner), a second table says where iteration 2's training phase
+went, as the run itself measured it (results.csv's `learner_*_share` and `*cores*` columns; see
+`deep_rl_zoo/runtime/loop.py`'s PhaseTimes): the learner's share of the phase waiting for actor messages
+(reading them included) and learning, the cores its process kept busy in each, and the actors' shares of their own time
+waiting for parameters and sending, with the cores each actor process kept busy while acting.
+
     python benchmarks/atari_speed_table.py                         # all twenty agents (twenty-one scripts: A2C-grad has its own)
     python benchmarks/atari_speed_table.py --agents=dqn,ppo --env_steps=2000
     python benchmarks/atari_speed_table.py --zoo_flags="--num_threads=2"   # one more flag for every agent
@@ -217,6 +223,9 @@ def measure(agent: Agent, env_steps: int, extra_flags: list[str], python: str = 
         rows[0].get("learner_learner_steps") or "nan"
     )
     layout = next((line for line in output.splitlines() if line.startswith("layout:")), "")
+    # A distributed run's split of iteration 2's training phase (`runtime.loop.PhaseTimes`); none for
+    # the single-process agents.
+    split = {key: float(rows[1][f"learner_{key}"]) for key in SPLIT_KEYS if rows[1].get(f"learner_{key}")}
     return {
         "agent": agent.name,
         "flags": " ".join([*agent.flags, *extra_flags]),
@@ -227,7 +236,19 @@ def measure(agent: Agent, env_steps: int, extra_flags: list[str], python: str = 
         "cpu_s_per_1000": _cpu_per_1000(marks, steps),
         "cores_busy": _cores_busy(marks),
         "peak_rss_gb": peak_rss / 2**30,
+        "split": split,
     }
+
+
+SPLIT_KEYS = (
+    "waiting_share",
+    "learning_share",
+    "cores_while_waiting",
+    "cores_while_learning",
+    "actor_waiting_share",
+    "actor_sending_share",
+    "actor_cores_while_acting",
+)
 
 
 # Stable-Baselines3 (and sb3-contrib) where they have the algorithm, set as the zoo's run_atari defaults
@@ -331,6 +352,25 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def split_table(results: list[dict]) -> str:
+    """Where the distributed agents' training phase went (`runtime.loop.PhaseTimes`), one row each."""
+    lines = [
+        "| agent | learner waiting | learner learning | learner cores while waiting | learner cores while learning "
+        "| actors waiting | actors sending | actor cores while acting |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        if len(r["split"]) == len(SPLIT_KEYS):
+            split = r["split"]
+            lines.append(
+                f"| {r['agent']} | {split['waiting_share']:.0%} | {split['learning_share']:.0%} "
+                f"| {split['cores_while_waiting']:.2f} | {split['cores_while_learning']:.2f} "
+                f"| {split['actor_waiting_share']:.0%} "
+                f"| {split['actor_sending_share']:.0%} | {split['actor_cores_while_acting']:.2f} |"
+            )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", default="all", help="Comma-separated packages, or all.")
@@ -393,6 +433,10 @@ def main() -> int:
             shutil.rmtree(venv_folder, ignore_errors=True)
     print()
     print(table(results))
+    split = split_table(results)
+    if split:
+        print()
+        print(split)
     return 0
 
 

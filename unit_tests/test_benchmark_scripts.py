@@ -357,6 +357,20 @@ def test_the_speed_table_reports_cpu_and_cores_busy_between_iteration_1_and_2():
     assert math.isnan(speed_table._cores_busy({0: (3.0, 2.0), 1: (20.0, 12.0)}))  # row 2 never sampled
 
 
+def test_the_speed_table_splits_the_distributed_agents_time_as_their_loop_reports_it():
+    """The split table reads the columns the distributed loop writes (so a renamed one cannot leave it
+    silently empty) and leaves out the single-process agents, which write none."""
+    from deep_rl_zoo.runtime.loop import PhaseTimes
+
+    speed_table = _load("atari_speed_table")
+    assert set(speed_table.SPLIT_KEYS) == set(PhaseTimes().statistics())
+    split = dict(zip(speed_table.SPLIT_KEYS, (0.25, 0.7, 0.12, 1.83, 0.6, 0.05, 0.97), strict=True))
+    text = speed_table.split_table([{"agent": "ppo", "split": split}, {"agent": "dqn", "split": {}}])
+    assert text.splitlines()[2] == "| ppo | 25% | 70% | 0.12 | 1.83 | 60% | 5% | 0.97 |"
+    assert len(text.splitlines()) == 3
+    assert speed_table.split_table([{"agent": "dqn", "split": {}}]) == ""
+
+
 @pytest.mark.slow
 def test_the_speed_table_samples_a_stage_the_run_reached_as_it_ended():
     """A run that writes its last row and exits between two samples: the last sample marks that row, so

@@ -21,7 +21,9 @@ from torch import nn
 
 from deep_rl_zoo import errors, gym_env, main_loop, trackers
 from deep_rl_zoo.errors import ActorError, ZooError
-from deep_rl_zoo.runtime.interface import ActorMessage, ActorRestart
+from deep_rl_zoo.runtime import interface as runtime_interface
+from deep_rl_zoo.runtime import loop as runtime_loop
+from deep_rl_zoo.runtime.interface import ACTOR_TIME_KEYS, ActorLinkBase, ActorMessage, ActorRestart
 from deep_rl_zoo.runtime.local import LocalActorRuntime, SharedParameters
 from deep_rl_zoo.runtime.loop import run_distributed_training_iterations
 from unit_tests.deadlines import Deadline, answers_ctrl_c, under_load
@@ -523,6 +525,141 @@ def test_off_policy_learner_gets_everything_and_the_loop_reports_the_lag(tmp_pat
     assert learner.batches == [[(0, 1), (1, 1)], [(0, 1), (1, 2)]]
     # Second step, at version 2: lags (2 - 1) and (2 - 2): mean 0.5.
     assert float(row["learner_mean_parameter_lag"]) == 0.5
+
+
+# ----------------------------------------------------------------------------------------------------
+# Where the time goes: the actors' and the learner's split of a training phase, on a fake clock.
+
+
+class _FakeClock:
+    """Stands in for the `time` module of the code under test: wall and CPU seconds move only when
+    the test says so (`spend`)."""
+
+    def __init__(self):
+        self.wall = self.cpu = 100.0
+
+    def perf_counter(self):
+        return self.wall
+
+    def process_time(self):
+        return self.cpu
+
+    def spend(self, wall, cpu):
+        self.wall += wall
+        self.cpu += cpu
+
+
+class _ClockedLink(ActorLinkBase):
+    """An actor-side link whose waits and sends take fake time: waiting for parameters 3 s of wall
+    and no CPU, a send (pickling) 0.5 s of both."""
+
+    def __init__(self, clock):
+        super().__init__(actor_index=0)
+        self.clock, self.sent, self.published = clock, [], 1
+
+    def should_stop(self):
+        return False
+
+    def _transmit(self, message):
+        self.clock.spend(wall=0.5, cpu=0.5)
+        self.sent.append(message)
+
+    def _published_version(self):
+        return self.published
+
+    def _copy_parameters(self, module):
+        return self.published
+
+    def _wait_for_version_above(self, version):
+        self.clock.spend(wall=3.0, cpu=0.0)
+
+
+def test_an_actor_reports_its_time_waiting_sending_and_acting_since_its_previous_message(monkeypatch):
+    clock = _FakeClock()
+    monkeypatch.setattr(runtime_interface, "time", clock)
+    link = _ClockedLink(clock)
+    clock.spend(wall=7.0, cpu=7.0)  # building the env and the network: before the actor's clock starts
+    link.attach(nn.Linear(1, 1))
+    link.wait_for_new_parameters()
+    clock.spend(wall=2.0, cpu=1.5)  # acting: env steps and forwards
+    link.send("unroll 1")
+    clock.spend(wall=1.0, cpu=2.0)  # acting with two env threads busy
+    link.send("unroll 2")
+    times = [{key: m.statistics[key] for key in ACTOR_TIME_KEYS} for m in link.sent]
+    assert times == [
+        {"seconds_waiting": 3.0, "seconds_sending": 0.0, "seconds_acting": 2.0, "cpu_seconds_acting": 1.5},
+        # unroll 1's send (0.5 s of pickling) falls in unroll 2's window, and is not acting
+        {"seconds_waiting": 0.0, "seconds_sending": 0.5, "seconds_acting": 1.0, "cpu_seconds_acting": 2.0},
+    ]
+
+
+class _SlowLearner(_FakeLearner):
+    def learn(self, payloads):
+        time.sleep(0.05)  # an update of 50 ms against the actor's 4 CartPole steps of well under 1 ms
+        super().learn(payloads)
+
+
+@pytest.mark.slow
+def test_a_synchronous_actor_waiting_for_a_slow_learner_says_so_through_a_real_pipe(tmp_path):
+    learner = _SlowLearner(num_actors=1, synchronous=True)
+    _run(tmp_path, learner, _make_pool(1, learner, unroll_length=4), num_iterations=2, num_train_steps=40)
+    with open(tmp_path / "r.csv") as f:
+        last = list(csv.DictReader(f))[-1]
+    assert float(last["learner_learning_share"]) > 0.5  # the learner's turn is the long one ...
+    assert float(last["learner_actor_waiting_share"]) > 0.5  # ... and the actor waits through it
+    assert float(last["learner_actor_cores_while_acting"]) > 0.0
+
+
+class _ClockedRuntime(_ScriptedRuntime):
+    """Each message takes 1 s of the learner's wall-clock to arrive, 0.25 s of CPU to read."""
+
+    def __init__(self, clock, messages):
+        super().__init__(messages)
+        self.clock = clock
+
+    def get(self):
+        self.clock.spend(wall=1.0, cpu=0.25)  # mostly waiting, a little unpickling
+        return super().get()
+
+
+class _ClockedLearner(_RecordingLearner):
+    """Each learner step takes 2 s of wall-clock and 3 s of CPU: 1.5 cores busy."""
+
+    def __init__(self, clock):
+        super().__init__(on_policy=False)
+        self.clock = clock
+
+    def learn(self, payloads):
+        self.clock.spend(wall=2.0, cpu=3.0)
+        super().learn(payloads)
+
+
+def test_the_loop_reports_where_a_training_phase_went_learner_and_actors(tmp_path, monkeypatch):
+    clock = _FakeClock()
+    monkeypatch.setattr(runtime_loop, "time", clock)
+    monkeypatch.setattr(runtime_interface, "time", clock)  # its TimeSpent
+    actor_times = {
+        "seconds_waiting": 2.0,
+        "seconds_sending": 1.0,
+        "seconds_acting": 5.0,
+        "cpu_seconds_acting": 4.0,
+    }
+    messages = [
+        ActorMessage(actor, 1, {"actor": actor, "version": 1, "steps": 5}, 5, [], dict(actor_times))
+        for actor in (0, 1, 0, 1)
+    ]
+    learner = _ClockedLearner(clock)
+    _, row = _run_scripted(tmp_path, learner, _ClockedRuntime(clock, messages), num_train_steps=20)
+    assert len(learner.batches) == 2
+    # The phase: 4 messages of 1 s each awaited, 2 learner steps of 2 s: 8 s, half of them waiting.
+    assert float(row["learner_waiting_share"]) == 0.5
+    assert float(row["learner_learning_share"]) == 0.5
+    assert float(row["learner_cores_while_waiting"]) == 0.25
+    assert float(row["learner_cores_while_learning"]) == 1.5
+    # The actors, summed over the 4 messages: 8 s waiting, 4 sending, 20 acting with 16 CPU seconds.
+    assert float(row["learner_actor_waiting_share"]) == 0.25
+    assert float(row["learner_actor_sending_share"]) == 0.125
+    assert float(row["learner_actor_cores_while_acting"]) == 0.8
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ class ActorMessage(NamedTuple):
     payload: Any  # what the learner consumes: an unroll, a gradient, ... (numpy arrays, plain data)
     num_env_steps: int  # env steps the actor took since its previous message
     episodes: list  # [{"episode_return", "episode_length"}] of whole games finished since then
-    statistics: dict  # the actor's own scalars, e.g. steps_per_second
+    statistics: dict  # the actor's own scalars, e.g. steps_per_second (`ActorLinkBase.send`)
 
 
 class ActorRestart(NamedTuple):
@@ -180,6 +180,7 @@ class ActorLinkBase(abc.ABC):
         self._episodes: list[dict] = []
         self._total_steps = 0
         self._start_time = time.perf_counter()
+        self._times = _ActorTimes()
 
     # --- what a backend provides ---
 
@@ -209,8 +210,9 @@ class ActorLinkBase(abc.ABC):
     # --- the LearnerLink protocol ---
 
     def attach(self, module: nn.Module) -> None:
-        """Sets the module that `pull_parameters` copies into."""
+        """Sets the module that `pull_parameters` copies into; the actor is built, its clock starts."""
         self._module = module
+        self._times = _ActorTimes()
 
     @property
     def parameter_version(self) -> int:
@@ -223,19 +225,22 @@ class ActorLinkBase(abc.ABC):
         return True
 
     def wait_for_new_parameters(self) -> None:
-        self._wait_for_version_above(self._version)
-        self.pull_parameters()
+        with self._times.waiting:
+            self._wait_for_version_above(self._version)
+            self.pull_parameters()
 
     def send(self, payload: Any, statistics: dict | None = None) -> None:
         statistics = {
             **(statistics or {}),
             "steps_per_second": self._total_steps / max(time.perf_counter() - self._start_time, 1e-9),
+            **self._times.take(),
         }
         message = ActorMessage(
             self.actor_index, self._version, payload, self._num_env_steps, self._episodes, statistics
         )
         self._num_env_steps, self._episodes = 0, []
-        self._transmit(message)
+        with self._times.sending:
+            self._transmit(message)
 
     def env_step(self, timestep: TimeStep) -> None:
         self.alive()
@@ -256,6 +261,50 @@ class ActorLinkBase(abc.ABC):
         if "terminal_frame" in timestep.info:  # --debug_screenshots_interval (gym_env.TerminalFrames)
             game["terminal_frame"] = timestep.info["terminal_frame"]
             game["terminal_frame_episode"] = timestep.info["terminal_frame_episode"]
+
+
+class TimeSpent:
+    """Wall-clock and CPU seconds (this process's, all its threads) spent inside `with` blocks of it."""
+
+    def __init__(self):
+        self.wall = self.cpu = 0.0
+
+    def __enter__(self) -> "TimeSpent":
+        self._entered = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.wall += time.perf_counter() - self._entered[0]
+        self.cpu += time.process_time() - self._entered[1]
+
+
+class _ActorTimes:
+    """Where an actor's wall-clock went since its previous message: waiting for new parameters (and
+    copying them in), handing its previous message over (pickling it and, if the learner lags, waiting
+    for room), or acting (the env steps and forward passes in between), with the process's CPU seconds
+    while acting (its env's C++ threads included). `take` returns them, as ACTOR_TIME_KEYS, and starts
+    the next window; `runtime.loop.PhaseTimes` sums them over a training phase."""
+
+    def __init__(self):
+        self._start_window()
+
+    def _start_window(self) -> None:
+        self._start = time.perf_counter(), time.process_time()
+        self.waiting, self.sending = TimeSpent(), TimeSpent()
+
+    def take(self) -> dict[str, float]:
+        wall, cpu = time.perf_counter() - self._start[0], time.process_time() - self._start[1]
+        times = {
+            "seconds_waiting": self.waiting.wall,
+            "seconds_sending": self.sending.wall,
+            "seconds_acting": wall - self.waiting.wall - self.sending.wall,
+            "cpu_seconds_acting": cpu - self.waiting.cpu - self.sending.cpu,
+        }
+        self._start_window()
+        return times
+
+
+ACTOR_TIME_KEYS = ("seconds_waiting", "seconds_sending", "seconds_acting", "cpu_seconds_acting")
 
 
 class _StepCounter:

@@ -21,7 +21,13 @@ from deep_rl_zoo.main_loop import (
     run_evaluation_phase,
     save_interrupted_and_stop,
 )
-from deep_rl_zoo.runtime.interface import ActorMessage, ActorRuntime, DistributedLearner
+from deep_rl_zoo.runtime.interface import (
+    ACTOR_TIME_KEYS,
+    ActorMessage,
+    ActorRuntime,
+    DistributedLearner,
+    TimeSpent,
+)
 from deep_rl_zoo.types_ import Agent
 
 MAX_LOGGED_ACTORS = 8  # actors whose own curves go to TensorBoard (actor_0/ ... actor_7/)
@@ -74,6 +80,7 @@ def run_distributed_training_iterations(
         phase_start_steps = loop_state.train_env_steps - done
         speed_start_steps, phase_start_time = loop_state.train_env_steps, time.perf_counter()
         phase_learner_steps, last_step_env_steps = 0, 0
+        times = PhaseTimes()
         with phase_progress_bar(iteration, "train", num_train_steps, show_progress, initial=done) as bar:
             while not training_phase_done(
                 loop_state.train_env_steps - phase_start_steps, num_train_steps, last_step_env_steps
@@ -83,7 +90,9 @@ def run_distributed_training_iterations(
                 step_start_steps = loop_state.train_env_steps
                 payloads, lags, num_messages = [], [], 0
                 while num_messages < learner.messages_per_step:
-                    message = runtime.get()
+                    with times.waiting:
+                        message = runtime.get()
+                    times.add_actor(message.statistics)
                     _log_restarts(runtime, logger, loop_state.train_env_steps)
                     loop_state.train_env_steps += message.num_env_steps
                     bar.update(message.num_env_steps)
@@ -96,8 +105,9 @@ def run_distributed_training_iterations(
                     batch = message.payload if isinstance(message.payload, list) else [message.payload]
                     payloads.extend(batch)
                     lags.append(lag)
-                learner.learn(payloads)
-                runtime.publish(learner.shared_module)
+                with times.learning:
+                    learner.learn(payloads)
+                    runtime.publish(learner.shared_module)
                 phase_learner_steps += 1
                 last_step_env_steps = loop_state.train_env_steps - step_start_steps
                 if warm_up.pending:
@@ -125,6 +135,7 @@ def run_distributed_training_iterations(
             )
         speed_steps = loop_state.train_env_steps - speed_start_steps
         train_steps_per_second = speed_steps / max(time.perf_counter() - phase_start_time, 1e-9)
+        phase_times = times.statistics()
 
         eval_start = time.perf_counter()
         eval_summary = run_evaluation_phase(
@@ -149,7 +160,7 @@ def run_distributed_training_iterations(
             train_num_episodes=len(train_returns),
             train_steps_per_second=train_steps_per_second,
             eval_summary=eval_summary,
-            learner_statistics={**learner.statistics, **loop_statistics},
+            learner_statistics={**learner.statistics, **loop_statistics, **phase_times},
             logger=logger,
             save_checkpoint=save_checkpoint,
             loop_state=loop_state,
@@ -159,6 +170,55 @@ def run_distributed_training_iterations(
         if solved:
             break
     return loop_state
+
+
+class PhaseTimes:
+    """Where a training phase's wall-clock went, learner and actors, for finding the idle cores.
+
+    The learner waits for actor messages (`runtime.get`, which also reads and unpickles them) or learns
+    (the update and publishing its parameters; the rest, bookkeeping and logging, is neither). The
+    actors report their own split with each message (`interface.ActorLinkBase.send`): waiting for
+    parameters, sending, acting. Reported at the phase's end as shares of the time, with the cores each
+    process kept busy meanwhile (CPU seconds over wall seconds: 2.0 is two busy threads):
+
+        waiting_share, learning_share        the learner's, of the phase's wall-clock
+        cores_while_waiting                  the learner process's, receiving messages
+        cores_while_learning                 the learner process's, during its updates
+        actor_waiting_share, actor_sending_share, actor_cores_while_acting
+                                             summed over every actor's messages in the phase
+
+    A synchronous learner (PPO, A2C) and its actors take turns, so their waiting shares say which side
+    the other waits for; the first messages after an evaluation carry the actors' wait through it. NaN
+    where the phase had no such time (no update, or no actor reported).
+    """
+
+    def __init__(self):
+        self._start = time.perf_counter()
+        self.waiting, self.learning = TimeSpent(), TimeSpent()
+        self._actor = dict.fromkeys(ACTOR_TIME_KEYS, 0.0)
+
+    def add_actor(self, statistics: dict) -> None:
+        """Adds one message's actor times (a message without them, e.g. from a test's stand-in, adds 0)."""
+        for key in ACTOR_TIME_KEYS:
+            self._actor[key] += statistics.get(key, 0.0)
+
+    def statistics(self) -> dict[str, float]:
+        wall = time.perf_counter() - self._start
+        actor = self._actor
+        actor_wall = actor["seconds_waiting"] + actor["seconds_sending"] + actor["seconds_acting"]
+        return {
+            "waiting_share": _ratio(self.waiting.wall, wall),
+            "learning_share": _ratio(self.learning.wall, wall),
+            "cores_while_waiting": _ratio(self.waiting.cpu, self.waiting.wall),
+            "cores_while_learning": _ratio(self.learning.cpu, self.learning.wall),
+            "actor_waiting_share": _ratio(actor["seconds_waiting"], actor_wall),
+            "actor_sending_share": _ratio(actor["seconds_sending"], actor_wall),
+            "actor_cores_while_acting": _ratio(actor["cpu_seconds_acting"], actor["seconds_acting"]),
+        }
+
+
+def _ratio(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else math.nan
 
 
 def training_phase_done(env_steps_done: int, num_train_steps: int, last_learner_step_env_steps: int) -> bool:
