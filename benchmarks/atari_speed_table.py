@@ -40,6 +40,7 @@ The machine should be otherwise idle: with other work running, every agent's fig
 import argparse
 import csv
 import json
+import math
 import os
 import shlex
 import shutil
@@ -225,7 +226,8 @@ def measure(agent: Agent, env_steps: int, extra_flags: list[str], python: str = 
     layout = next((line for line in output.splitlines() if line.startswith("layout:")), "")
     # A distributed run's split of iteration 2's training phase (`runtime.loop.PhaseTimes`); none for
     # the single-process agents.
-    split = {key: float(rows[1][f"learner_{key}"]) for key in SPLIT_KEYS if rows[1].get(f"learner_{key}")}
+    split = {key: float(rows[1].get(f"learner_{key}") or "nan") for key in SPLIT_KEYS}
+    split = {key: value for key, value in split.items() if not math.isnan(value)}
     return {
         "agent": agent.name,
         "flags": " ".join([*agent.flags, *extra_flags]),

@@ -649,14 +649,26 @@ def test_the_loop_reports_where_a_training_phase_went_learner_and_actors(tmp_pat
         for actor in (0, 1, 0, 1)
     ]
     learner = _ClockedLearner(clock)
+    logged = []
+    real_scalars = trackers.RunLogger.scalars
+    monkeypatch.setattr(
+        trackers.RunLogger,
+        "scalars",
+        lambda self, prefix, values, step: (
+            logged.append((prefix, set(values))) or real_scalars(self, prefix, values, step)
+        ),
+    )
     _, row = _run_scripted(tmp_path, learner, _ClockedRuntime(clock, messages), num_train_steps=20)
+    actor_keys = set().union(*(keys for prefix, keys in logged if prefix.startswith("actor_")))
+    assert "parameter_version" in actor_keys and not actor_keys & set(ACTOR_TIME_KEYS)
     assert len(learner.batches) == 2
     # The phase: 4 messages of 1 s each awaited, 2 learner steps of 2 s: 8 s, half of them waiting.
     assert float(row["learner_waiting_share"]) == 0.5
     assert float(row["learner_learning_share"]) == 0.5
     assert float(row["learner_cores_while_waiting"]) == 0.25
     assert float(row["learner_cores_while_learning"]) == 1.5
-    # The actors, summed over the 4 messages: 8 s waiting, 4 sending, 20 acting with 16 CPU seconds.
+    # The actors, summed over the 4 messages: 8 s waiting, 4 sending, 20 acting with 16 CPU seconds
+    # (which go into these figures only: not a TensorBoard curve per actor message).
     assert float(row["learner_actor_waiting_share"]) == 0.25
     assert float(row["learner_actor_sending_share"]) == 0.125
     assert float(row["learner_actor_cores_while_acting"]) == 0.8

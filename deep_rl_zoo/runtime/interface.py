@@ -210,7 +210,7 @@ class ActorLinkBase(abc.ABC):
     # --- the LearnerLink protocol ---
 
     def attach(self, module: nn.Module) -> None:
-        """Sets the module that `pull_parameters` copies into; the actor is built, its clock starts."""
+        """Sets the module that `pull_parameters` copies into; the actor is built, its time split starts."""
         self._module = module
         self._times = _ActorTimes()
 
@@ -279,11 +279,14 @@ class TimeSpent:
 
 
 class _ActorTimes:
-    """Where an actor's wall-clock went since its previous message: waiting for new parameters (and
-    copying them in), handing its previous message over (pickling it and, if the learner lags, waiting
-    for room), or acting (the env steps and forward passes in between), with the process's CPU seconds
-    while acting (its env's C++ threads included). `take` returns them, as ACTOR_TIME_KEYS, and starts
-    the next window; `runtime.loop.PhaseTimes` sums them over a training phase."""
+    """Where an actor's wall-clock went since its previous message: waiting for new parameters (in
+    `wait_for_new_parameters`, a synchronous actor's wait and copy; an asynchronous actor's copies in
+    `pull_parameters` count as acting), handing its previous message over (`_transmit`: with the local
+    backend pickling it and, if the learner lags, waiting for room; with Ray a put on a queue that Ray's
+    own threads drain), or acting (the env steps and forward passes in between), with the process's CPU
+    seconds while acting (all its threads: the env's C++ threads, and Ray's where Ray runs it). `take`
+    returns them, as ACTOR_TIME_KEYS, and starts the next window; `runtime.loop.PhaseTimes` sums them
+    over a training phase."""
 
     def __init__(self):
         self._start_window()

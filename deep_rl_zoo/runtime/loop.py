@@ -188,8 +188,11 @@ class PhaseTimes:
                                              summed over every actor's messages in the phase
 
     A synchronous learner (PPO, A2C) and its actors take turns, so their waiting shares say which side
-    the other waits for; the first messages after an evaluation carry the actors' wait through it. NaN
-    where the phase had no such time (no update, or no actor reported).
+    the other waits for. The actors' figures are those of the messages received in the phase, so the
+    first ones carry the end of the iteration before (its evaluation and checkpoint) too. While the
+    learner waits, its cores include torch's threads still spinning after an update (OpenMP), so
+    `cores_while_waiting` is a bound, and noise where the waiting share is near 0. NaN where the phase
+    had no such time (no update, or no actor reported).
     """
 
     def __init__(self):
@@ -258,5 +261,7 @@ def _log_actor_message(
         if message.actor_index < MAX_LOGGED_ACTORS:
             logger.scalars(f"actor_{message.actor_index}", episode, step)
     if message.actor_index < MAX_LOGGED_ACTORS:
-        statistics = {**message.statistics, "parameter_version": message.parameter_version}
+        # The actor's time split goes into the phase's figures (PhaseTimes), not a curve per message.
+        statistics = {k: v for k, v in message.statistics.items() if k not in ACTOR_TIME_KEYS}
+        statistics["parameter_version"] = message.parameter_version
         logger.scalars(f"actor_{message.actor_index}", statistics, step)
