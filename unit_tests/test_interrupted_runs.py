@@ -319,7 +319,8 @@ def test_a_stop_signal_to_a_distributed_scripts_group_saves_it_and_leaves_no_pro
     try:
         started = Deadline(120)  # start-up, actors, one iteration (stretched by the load)
         while not (folder / "PPO_CartPole-v1_0.ckpt").exists():
-            assert process.poll() is None and not started.passed()
+            assert process.poll() is None, process.communicate()[0]
+            assert not started.passed()
             time.sleep(0.2)
         # The signal reaches the actors and their fork server first: whether they die of it or not must not
         # hang on how soon the learner notices its own copy, so they get theirs a moment before it does.
@@ -327,7 +328,7 @@ def test_a_stop_signal_to_a_distributed_scripts_group_saves_it_and_leaves_no_pro
             if pid != process.pid:
                 os.kill(pid, signum)
         time.sleep(under_load(2))
-        assert process.poll() is None
+        assert process.poll() is None, process.communicate()[0]  # the run died of its actors' signal
         os.killpg(process.pid, signum)  # the whole group: the learner, every actor, the fork server
         output, _ = process.communicate(timeout=under_load(60))
     finally:
