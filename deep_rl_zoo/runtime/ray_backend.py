@@ -13,8 +13,10 @@ The acting loop (`interface.run_actor`) runs in a thread of the Ray actor, so th
 either side is at most `WAIT_SLICE_S`; when the driver dies, Ray removes the actors it owns.
 """
 
+import contextlib
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -172,6 +174,29 @@ class _RayLink(ActorLinkBase):
                 self._body.condition.wait(WAIT_SLICE_S)
 
 
+@contextlib.contextmanager
+def _sigterm_blocked_in_started_processes():
+    """Blocks SIGTERM in this thread while Ray starts its local processes, which inherit the mask.
+
+    A local Ray instance (GCS, raylet, monitors, the workers that host the actors) is made of this
+    process's children, in its process group: the SIGTERM that `timeout`, systemd or a batch scheduler
+    sends to a job's group reaches them too, and some of them (the monitors, the dashboard agent) die of
+    it at once; under load a run lost an object that way and ended with an error instead of saving. Ray
+    already blocks SIGINT in the processes it starts, so that a terminal's Ctrl-C reaches only the driver;
+    this does the same for SIGTERM. The learner alone answers the signal: it saves, then stops the actors;
+    Ray's processes end with the driver (ray.shutdown kills them; they die with it besides). Joining a
+    running cluster starts no process, and the mask is restored before anything else runs here.
+    """
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, no process groups to signal
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class RayActorRuntime:
     """`ActorRuntime` whose actors are Ray actors (see the module docstring)."""
 
@@ -225,12 +250,13 @@ class RayActorRuntime:
     def __enter__(self) -> "RayActorRuntime":
         ray = self._ray
         if not ray.is_initialized():
-            ray.init(
-                address=self._address or None,
-                include_dashboard=False,
-                configure_logging=False,
-                log_to_driver=True,
-            )
+            with _sigterm_blocked_in_started_processes():
+                ray.init(
+                    address=self._address or None,
+                    include_dashboard=False,
+                    configure_logging=False,
+                    log_to_driver=True,
+                )
         num_gpus = 0.0
         if self._actors_on_gpu:
             cluster_gpus = ray.cluster_resources().get("GPU", 0)
