@@ -17,8 +17,10 @@ benchmarks/atari_speed_table.py --agents=impala --env_steps=4096 --zoo_flags=--i
 On a 2-core CPU's budget of 3M env steps, Pong (seed 1) left random play only with smaller batches:
 `--batch_size=4 --num_actors=4` (80 env steps per gradient step, as A2C's) reached -18.0 over 30 games at
 3M, rising from 1.5M on (results/atari/Pong/IMPALA_Pong_batch4_s1); the paper's 32 was still at random
-play, its policy uniform, at 750k, where that run was stopped. Neither reaches 0 there: see
-docs/agents/impala.md.
+play, its policy uniform, at 750k, where that run was stopped. The same command with
+`--noanneal_learning_rate` reached -9.9 over 21 games at 3M (best -7.9 at 2.75M;
+results/atari/Pong/IMPALA_Pong_batch4_noanneal_s1): the anneal to 0 over a 3M-step command's own horizon
+cost most of it. None reaches 0 there: see docs/agents/impala.md.
 """
 
 from deep_rl_zoo.config import run_script
