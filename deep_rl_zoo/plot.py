@@ -455,6 +455,13 @@ def parse_references(values: Sequence[str]) -> list[tuple[str, float]]:
     return references
 
 
+def color_key(label: str) -> str:
+    """What a curve's colour follows: its group's label without the count of runs averaged, which can
+    differ between panels (a metric some runs lack), so a group keeps one colour in every panel."""
+    head, sep, tail = label.rpartition(", ")
+    return head if sep and tail.endswith(" runs") and tail.split()[0].isdigit() else label
+
+
 def draw(
     panels: Sequence[Panel],
     output: str,
@@ -476,7 +483,7 @@ def draw(
     any_band, any_partial, any_episode_band = False, False, False
     for axis, panel in zip(axes[0], panels, strict=True):
         for curve in panel.curves:
-            key = curve.label.split(", ")[0]
+            key = color_key(curve.label)
             color = color_of.setdefault(key, colors[len(color_of) % len(colors)])
             full = curve.count == curve.count.max()
             # Solid where every run of the group has data, dashed where fewer do (the others stopped).

@@ -249,3 +249,20 @@ def test_a_reference_line_is_drawn_on_the_return_panels_only(real_runs, tmp_path
     with pytest.raises(SystemExit):
         plot.main([real_runs["dqn_1"], "--reference=1.7", f"--output={tmp_path / 'x.png'}"])
     assert not os.path.exists(tmp_path / "x.png")
+
+
+def test_a_group_keeps_its_colour_across_panels_and_groups_differing_in_a_later_flag_do_not_share_one():
+    from deep_rl_zoo import plot
+
+    # The same group in a panel where 3 runs have the metric and in one where 2 do: one colour.
+    assert plot.color_key("IMPALA Pong (batch_size=4), 3 runs") == plot.color_key(
+        "IMPALA Pong (batch_size=4), 2 runs"
+    )
+    assert plot.color_key("IMPALA Pong (batch_size=4), 3 runs") == plot.color_key(
+        "IMPALA Pong (batch_size=4)"
+    )
+    # Labels alike up to their first comma are different groups (the published IMPALA picture drew the
+    # paper's batch of 32 and the batch of 4 in one colour).
+    first = "IMPALA Pong (anneal_learning_rate=True, batch_size=32, num_actors=16)"
+    second = "IMPALA Pong (anneal_learning_rate=True, batch_size=4, num_actors=4)"
+    assert plot.color_key(first) != plot.color_key(second)
