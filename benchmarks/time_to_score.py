@@ -329,9 +329,11 @@ def run(args: argparse.Namespace, script_flags: list[str]) -> dict:
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment
         )
-        for line in process.stdout:
+        for line in process.stdout:  # a line at a time, so that `tail -f train.log` follows a run of hours
             sys.stdout.write(line)
+            sys.stdout.flush()
             log.write(line)
+            log.flush()
         returncode = process.wait()
     process_wall = time.perf_counter() - start
     run_folder = _run_folder(args.out)
