@@ -6,7 +6,7 @@ Also changed: Adam (lr 1e-4, eps 1.5e-4) in place of the paper's RMSProp, and th
 clipped at 10 on top of the Huber loss (`--max_grad_norm=0` turns the clip off).
 
 For a fast Pong rather than the paper's DQN, `--flagfile=configs/dqn_pong_fast.flags` (tuned after
-Tianshou's Atari DQN: 3-step returns, fewer gradient steps, a shorter epsilon floor) reached a greedy
+Tianshou's Atari DQN: 3-step returns, fewer gradient steps, a lower epsilon floor) reached a greedy
 mean of 18.2 over 15 games at 2M env steps in 84 minutes on a 2-core AVX-512 EPYC with avx512_bf16
 (results/atari/Pong/DQN_Pong_fast_s1; benchmarks/README.md, "Time to a score").
 """
