@@ -1,6 +1,7 @@
 """The flag files under configs/ (read with absl's `--flagfile`): each names the command it is for in its
 header, gives only flags that command defines, and, where it says it keeps the algorithm, changes only
-where the run happens (layout and precision), never a hyper-parameter of the paper's defaults."""
+where the run happens (layout and precision), never a hyper-parameter of the paper's defaults; a tuned one
+says TUNED and names every learning flag it sets in its header."""
 
 import glob
 import re
@@ -46,7 +47,11 @@ def test_a_flag_file_gives_only_flags_of_its_command(path):
 def test_a_flag_file_that_keeps_the_algorithm_changes_only_the_placement(path):
     module, values, header = _read(path)
     if "The algorithm is the paper's" not in header:
-        pytest.skip("a tuned configuration: it says what it changes")
+        # A tuned configuration says so, and names in its header every learning flag it sets.
+        assert "TUNED" in header, f"{Path(path).name}: neither the paper's algorithm nor marked TUNED"
+        unexplained = sorted(name for name in set(values) - PLACEMENT_FLAGS if f"--{name}=" not in header)
+        assert not unexplained, f"{Path(path).name}: its header does not explain {unexplained}"
+        return
     assert set(values) <= PLACEMENT_FLAGS, sorted(set(values) - PLACEMENT_FLAGS)
     call = run_script_call(module)
     layout = {name: int(values[name]) for name in ("num_actors", "num_envs") if name in values}
