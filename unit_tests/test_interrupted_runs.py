@@ -292,12 +292,10 @@ def _answers(pid: int, signum: int) -> str:
         pytest.param(
             signal.SIGTERM,
             "ray",
-            marks=[
-                pytest.mark.skipif(
-                    importlib.util.find_spec("ray") is None,
-                    reason="Ray is an optional extra: pip install -e '.[ray]'",
-                ),
-            ],
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("ray") is None,
+                reason="Ray is an optional extra: pip install -e '.[ray]'",
+            ),
         ),
     ],
     ids=["ctrl_c", "sigterm_to_the_group", "sigterm_to_the_group_on_ray"],
