@@ -89,7 +89,8 @@ class Run(NamedTuple):
 class Curve(NamedTuple):
     """One line of a panel: the mean over the runs of a group, the band around it, and the runs."""
 
-    label: str
+    label: str  # the group and, where more than one run is averaged, their count
+    group: str  # the group alone: its colour, the same in every panel whatever the count there
     run_names: list[str]
     steps: np.ndarray  # [N]
     mean: np.ndarray  # [N]
@@ -382,7 +383,9 @@ def build_panels(
             steps, mean, low, high, count = average_runs(series, band)
             runs_text = f", {len(series)} runs" if len(series) > 1 else ""
             spread = _episode_spread(members[0], metric, steps) if len(series) == 1 else None
-            curves.append(Curve(label + runs_text, names, steps, mean, low, high, count, series, spread))
+            curves.append(
+                Curve(label + runs_text, label, names, steps, mean, low, high, count, series, spread)
+            )
         title = " / ".join(_title(name, smooth) for name in sorted(used_names))
         panels.append(Panel(metric, title, curves))
     return panels
@@ -455,13 +458,6 @@ def parse_references(values: Sequence[str]) -> list[tuple[str, float]]:
     return references
 
 
-def color_key(label: str) -> str:
-    """What a curve's colour follows: its group's label without the count of runs averaged, which can
-    differ between panels (a metric some runs lack), so a group keeps one colour in every panel."""
-    head, sep, tail = label.rpartition(", ")
-    return head if sep and tail.endswith(" runs") and tail.split()[0].isdigit() else label
-
-
 def draw(
     panels: Sequence[Panel],
     output: str,
@@ -483,8 +479,7 @@ def draw(
     any_band, any_partial, any_episode_band = False, False, False
     for axis, panel in zip(axes[0], panels, strict=True):
         for curve in panel.curves:
-            key = color_key(curve.label)
-            color = color_of.setdefault(key, colors[len(color_of) % len(colors)])
+            color = color_of.setdefault(curve.group, colors[len(color_of) % len(colors)])
             full = curve.count == curve.count.max()
             # Solid where every run of the group has data, dashed where fewer do (the others stopped).
             # A dot at each evaluation: a mean per iteration may have a single point.

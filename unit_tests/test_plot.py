@@ -251,18 +251,58 @@ def test_a_reference_line_is_drawn_on_the_return_panels_only(real_runs, tmp_path
     assert not os.path.exists(tmp_path / "x.png")
 
 
-def test_a_group_keeps_its_colour_across_panels_and_groups_differing_in_a_later_flag_do_not_share_one():
-    from deep_rl_zoo import plot
+def _impala_panels():
+    """Three IMPALA groups whose labels agree up to their first comma (as the published IMPALA picture's
+    did), one of them with 3 runs in the evaluation panel and 2 in the loss panel."""
 
-    # The same group in a panel where 3 runs have the metric and in one where 2 do: one colour.
-    assert plot.color_key("IMPALA Pong (batch_size=4), 3 runs") == plot.color_key(
-        "IMPALA Pong (batch_size=4), 2 runs"
+    def run(seed, anneal, batch_size, metrics):
+        config = {"environment_name": "Pong", "seed": str(seed), "anneal_learning_rate": anneal}
+        config["batch_size"] = batch_size
+        series = {key: plot.Series(np.array(s), np.array(v)) for key, (s, v) in metrics.items()}
+        name = f"IMPALA_{seed}_{anneal}_{batch_size}"
+        return plot.Run(name, name, "IMPALA", config, series)
+
+    both = {"eval/mean_episode_return": ([250], [-20.0]), "learner/loss": ([250], [1.0])}
+    evaluation_only = {"eval/mean_episode_return": ([250], [-19.0])}
+    runs = [run(1, "True", "4", both), run(2, "True", "4", both), run(3, "True", "4", evaluation_only)]
+    runs += [run(1, "True", "32", both), run(1, "False", "4", both)]
+    return plot.build_panels(runs, ["eval/mean_episode_return", "learner/loss"])
+
+
+def test_a_group_keeps_its_colour_across_panels_and_groups_differing_in_a_later_flag_do_not_share_one():
+    evaluation, loss = _impala_panels()
+    assert [c.label for c in evaluation.curves] == [
+        "IMPALA Pong (anneal_learning_rate=True, batch_size=4), 3 runs",
+        "IMPALA Pong (anneal_learning_rate=True, batch_size=32)",
+        "IMPALA Pong (anneal_learning_rate=False, batch_size=4)",
+    ]
+    assert [c.label for c in loss.curves][
+        0
+    ] == "IMPALA Pong (anneal_learning_rate=True, batch_size=4), 2 runs"
+    # Other counts, other labels: one group, so one colour in both panels.
+    assert [c.group for c in evaluation.curves] == [c.group for c in loss.curves]
+    # Labels alike up to their first comma are different groups (the published IMPALA picture once drew
+    # the paper's batch of 32 and the batch of 4 in one colour).
+    assert len({c.group for c in evaluation.curves}) == 3
+
+
+@pytest.mark.smoke
+def test_the_picture_draws_each_group_in_one_colour_in_every_panel(tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+
+    drawn = []
+    plot_line = Axes.plot
+    monkeypatch.setattr(
+        Axes,
+        "plot",
+        lambda axis, *a, **kw: (
+            drawn.append((axis, kw.get("label"), kw.get("color"))) or plot_line(axis, *a, **kw)
+        ),
     )
-    assert plot.color_key("IMPALA Pong (batch_size=4), 3 runs") == plot.color_key(
-        "IMPALA Pong (batch_size=4)"
-    )
-    # Labels alike up to their first comma are different groups (the published IMPALA picture drew the
-    # paper's batch of 32 and the batch of 4 in one colour).
-    first = "IMPALA Pong (anneal_learning_rate=True, batch_size=32, num_actors=16)"
-    second = "IMPALA Pong (anneal_learning_rate=True, batch_size=4, num_actors=4)"
-    assert plot.color_key(first) != plot.color_key(second)
+    plot.draw(_impala_panels(), str(tmp_path / "colours.png"), band="minmax")
+    colours = {}
+    for axis, label, colour in drawn:
+        if label is not None:  # a curve's mean line (the dashed part and the single runs have no label)
+            colours.setdefault(axis, []).append(colour)
+    evaluation, loss = colours.values()
+    assert evaluation == loss and len(set(evaluation)) == 3
