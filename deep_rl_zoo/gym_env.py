@@ -16,6 +16,7 @@ Atari wrapper order, innermost (emulator) first:
     FireOnReset                  (games whose action 1 is FIRE) press FIRE then action 2 after reset
     TimeLimit                    (optional) truncation after max_episode_steps agent steps
     RecordEpisodeStatistics      sees raw rewards and whole games  -> info["episode"]
+    RoomsVisited                 (games with rooms in RAM) adds the game's rooms to info["episode"]
     EpisodicLifeEnv              (optional) a lost life -> terminated=True, for learning only
     TransformReward(sign)        (optional) rewards clipped to {-1, 0, +1}, for learning only
     FrameStackObservation        uint8 [frame_stack, H, W]
@@ -192,6 +193,32 @@ def is_atari(name: str) -> bool:
       errors.ConfigError: the name is unknown.
     """
     return gym.spec(_resolve(name, note_renames=False)).entry_point == _ATARI_ENTRY_POINT
+
+
+# Games whose RAM says which room the player is in: (room address, level address) in the 128 bytes
+# `ale.getRAM()` returns, keyed by ale-py's ROM name. Montezuma's Revenge: the room byte 3 (0-23) and
+# the level byte 57, as annotated by AtariARI (Anand et al. 2019, "Unsupervised State Representation
+# Learning in Atari"); rooms repeat from level to level, so a room is the pair.
+ROOM_RAM_ADDRESSES = {"montezuma_revenge": (3, 57)}
+
+
+def atari_game(name: str) -> str:
+    """ale-py's ROM name (`pong`, `montezuma_revenge`) of an Atari game (any name `resolve_environment_name`
+    accepts).
+
+    Raises:
+      errors.ConfigError: the name is unknown or no Atari game.
+    """
+    environment_id = _resolve(name, note_renames=False)
+    game = gym.spec(environment_id).kwargs.get("game")
+    if not is_atari(environment_id) or game is None:
+        raise errors.ConfigError(f"{environment_id} names no ALE ROM")
+    return str(game)
+
+
+def counts_rooms(name: str) -> bool:
+    """Whether the training statistics of this game count the rooms each game visited (`RoomsVisited`)."""
+    return is_atari(name) and atari_game(name) in ROOM_RAM_ADDRESSES
 
 
 def _make(environment_id: str, env_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> gym.Env:
@@ -413,6 +440,43 @@ class FireOnReset(gym.Wrapper):
         return obs, info
 
 
+class RoomsVisited(gym.Wrapper):
+    """Counts the distinct rooms a whole game visits, as `info["episode"]["rooms"]` on the step that
+    reports the game (`RecordEpisodeStatistics`, which it must wrap directly), for the games of
+    `ROOM_RAM_ADDRESSES`: how far an exploring agent gets on Montezuma's Revenge, where the score says
+    little until the first key. The room is read from the emulator's RAM at the reset and after every
+    step (frame-skipped: a room crossed within one agent step's frames is missed). Hand-written: gymnasium
+    has no wrapper reading the ALE's RAM.
+
+    Inside `EpisodicLifeEnv`, whose resets after a lost life do not reach here, so the count spans the
+    whole game as the return does.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self._room_address, self._level_address = ROOM_RAM_ADDRESSES[str(env.unwrapped._game)]
+        self._rooms: set[tuple[int, int]] = set()
+
+    def _visit(self) -> None:
+        ram = self.env.unwrapped.ale.getRAM()
+        self._rooms.add((int(ram[self._level_address]), int(ram[self._room_address])))
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        observation, info = self.env.reset(seed=seed, options=options)
+        self._rooms = set()
+        self._visit()
+        return observation, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self._visit()
+        if "episode" in info:
+            info = {**info, "episode": {**info["episode"], "rooms": len(self._rooms)}}
+        return observation, reward, terminated, truncated, info
+
+
 class EpisodicLifeEnv(gym.Wrapper):
     """Makes a lost life a terminal state for learning, without ending the game.
 
@@ -603,6 +667,8 @@ def create_atari_environment(
     if max_episode_steps > 0:
         env = TimeLimit(env, max_episode_steps=max_episode_steps)
     env = RecordEpisodeStatistics(env)
+    if atari_game(environment_id) in ROOM_RAM_ADDRESSES:
+        env = RoomsVisited(env)
     if terminal_on_life_loss:
         env = EpisodicLifeEnv(env)
     if clip_reward:

@@ -70,6 +70,7 @@ _TITLES = {
     "eval/mean_episode_return": "evaluation return (mean per iteration)",
     "train/episode_return": "training return (per episode)",
     "train/mean_episode_return": "training return (mean per iteration)",
+    "train/episode_rooms": "rooms visited (per training episode)",
 }
 
 
@@ -194,6 +195,8 @@ def read_run(run_dir: str) -> Run:
         episodes = folders.read_episodes(os.path.join(run_dir, folders.EPISODES_CSV))
         metrics["train/episode_return"] = Series(episodes.steps, episodes.returns)
         metrics["train/episode_length"] = Series(episodes.steps, episodes.lengths.astype(np.float64))
+        if episodes.rooms is not None:
+            metrics["train/episode_rooms"] = Series(episodes.steps, episodes.rooms.astype(np.float64))
     if not metrics:
         raise ConfigError(
             f"{run_dir} holds no results.csv row and no TensorBoard scalar yet (a run writes them at the end "
@@ -411,7 +414,11 @@ def _episode_spread(run: Run, metric: str, steps: np.ndarray) -> tuple[np.ndarra
 def _is_per_episode(name: str) -> bool:
     """One point per training episode (`train/episode_return`, `actor_3/episode_length`): noisy enough to
     smooth. Means per iteration and learner statistics (a schedule such as epsilon would be bent) are not."""
-    return not name.startswith("eval/") and name.rsplit("/", 1)[-1] in ("episode_return", "episode_length")
+    return not name.startswith("eval/") and name.rsplit("/", 1)[-1] in (
+        "episode_return",
+        "episode_length",
+        "episode_rooms",
+    )
 
 
 def _title(name: str, smooth: int) -> str:

@@ -21,14 +21,18 @@ from deep_rl_zoo.types_ import TimeStep
 
 def finished_game(timestep: TimeStep) -> dict | None:
     """The whole game this timestep reports as ended (`info["episode"]`: raw return and length in env
-    steps), as `{"episode_return", "episode_length"}`, or None."""
+    steps), as `{"episode_return", "episode_length"}` and, on games that count them
+    (`gym_env.RoomsVisited`), `"episode_rooms"`; or None."""
     episode = timestep.info.get("episode")
     if episode is None:
         return None
-    return {
+    game = {
         "episode_return": float(np.asarray(episode["r"])),
         "episode_length": int(np.asarray(episode["l"])),
     }
+    if "rooms" in episode:
+        game["episode_rooms"] = int(episode["rooms"])
+    return game
 
 
 class PhaseStats:

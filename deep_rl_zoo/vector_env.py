@@ -88,15 +88,6 @@ class VectorEnvironment(Protocol):
     def close(self) -> None: ...
 
 
-def _game_id(environment_id: str) -> str:
-    """The ROM name ale-py's vector env wants (`pong`, `space_invaders`) for a gymnasium Atari id."""
-    spec = gym.spec(environment_id)
-    game = spec.kwargs.get("game")
-    if game is None:
-        raise errors.ConfigError(f"{environment_id} names no ALE ROM")
-    return str(game)
-
-
 @dataclasses.dataclass
 class _Episode:
     """Raw statistics of the game an env is playing (what `RecordEpisodeStatistics` reports)."""
@@ -147,7 +138,7 @@ class AtariVectorEnvironment:
         ]:
             errors.require(value >= 1, f"{flag} must be >= 1, got {value}")
         errors.require(noop_max >= 0, f"noop_max must be >= 0, got {noop_max}")
-        game = _game_id(environment_id)
+        game = gym_env.atari_game(environment_id)
         if fire_reset is None:
             fire_reset = gym_env.game_needs_fire(environment_id)
         self._env = AtariVectorEnv(

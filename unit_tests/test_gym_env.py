@@ -330,3 +330,84 @@ def test_a_missing_mujoco_names_this_projects_extra(monkeypatch):
         errors.ConfigError, match=r"cannot create HalfCheetah-v5: .*pip install -e '\.\[mujoco\]'"
     ):
         gym_env.create_classic_environment("HalfCheetah-v5", seed=1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rooms visited (Montezuma's Revenge): read from the emulator's RAM.
+
+
+class _RamScript(gym.Env):
+    """An ALE stand-in: the RAM's (level, room) bytes follow a script, one entry per reset or step, and
+    the step `game_over_at` reports a whole game as `RecordEpisodeStatistics` would."""
+
+    observation_space = gym.spaces.Discrete(1)
+    action_space = gym.spaces.Discrete(1)
+    _game = "montezuma_revenge"
+
+    def __init__(self, script, game_over_at):
+        self._script, self._game_over_at, self._t = list(script), game_over_at, 0
+        room_address, level_address = gym_env.ROOM_RAM_ADDRESSES[self._game]
+        ram = np.zeros(128, np.uint8)
+
+        class Ale:
+            @staticmethod
+            def getRAM():
+                ram[level_address], ram[room_address] = self._script.pop(0)
+                return ram
+
+        self.ale = Ale()
+
+    def reset(self, *, seed=None, options=None):
+        self._t = 0
+        return 0, {}
+
+    def step(self, action):
+        self._t += 1
+        over = self._t == self._game_over_at
+        return 0, 0.0, over, False, ({"episode": {"r": 0.0, "l": self._t}} if over else {})
+
+
+def test_rooms_visited_counts_the_distinct_level_and_room_pairs_of_a_whole_game():
+    # Reset in room 1; then rooms 1, 0, 1 again, and room 0 of the next level: 3 rooms. A new game
+    # counts afresh: its reset's room and one more.
+    script = [(0, 1), (0, 1), (0, 0), (0, 1), (1, 0)] + [(1, 0), (1, 5)]
+    env = gym_env.RoomsVisited(_RamScript(script, game_over_at=4))
+    env.reset()
+    infos = [env.step(0)[4] for _ in range(4)]
+    assert [info.get("episode", {}).get("rooms") for info in infos] == [None, None, None, 3]
+    env.reset()
+    env.unwrapped._game_over_at = 1
+    assert env.step(0)[4]["episode"] == {"r": 0.0, "l": 1, "rooms": 2}
+
+
+def test_montezuma_reports_the_rooms_of_each_game_and_pong_reports_none():
+    env = gym_env.create_atari_environment(
+        "MontezumaRevenge", seed=0, max_episode_steps=30, terminal_on_life_loss=True
+    )
+    names = _wrapper_names(env)  # directly around the statistics, inside the life loss: whole games
+    assert names[names.index("RoomsVisited") - 1 : names.index("RoomsVisited") + 2] == [
+        "EpisodicLifeEnv",
+        "RoomsVisited",
+        "RecordEpisodeStatistics",
+    ]
+    env.reset(seed=0)
+    ale = env.unwrapped.ale
+    room_address, _ = gym_env.ROOM_RAM_ADDRESSES["montezuma_revenge"]
+    assert ale.getRAM()[room_address] == 1  # the game starts in room 1
+    games = []
+    for step in range(60):
+        if step == 10:
+            ale.setRAM(room_address, 0)  # the player is moved to room 0 (the screen follows)
+        _, _, terminated, truncated, info = env.step(0)
+        if "episode" in info:
+            games.append(info["episode"]["rooms"])
+        if terminated or truncated:
+            env.reset()
+    # The first game saw rooms 1 and 0; the second is a new game, back in room 1, and stays there.
+    assert games == [2, 1]
+    assert gym_env.counts_rooms("MontezumaRevenge") and not gym_env.counts_rooms("Pong")
+    assert not gym_env.counts_rooms("CartPole-v1")
+    pong = gym_env.create_atari_environment("Pong", seed=0, max_episode_steps=5)
+    pong.reset(seed=0)
+    info = [pong.step(0)[4] for _ in range(5)][-1]
+    assert "rooms" not in info["episode"]

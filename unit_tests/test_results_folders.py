@@ -292,3 +292,53 @@ def test_export_of_a_real_run_has_every_training_episode(tmp_path):
     assert episodes.lengths.sum() <= 600 and episodes.steps.max() <= 600  # two iterations of 300 env steps
     assert fields["env_steps"] == "600" and fields["resume_points"] == "none"
     assert folders.folder_problems(dest) == []
+
+
+def test_episodes_round_trip_with_rooms(tmp_path):
+    episodes = folders.Episodes(
+        np.array([5, 9]), np.array([0.0, 100.0]), np.array([800, 1200]), np.array([1, 3])
+    )
+    path = tmp_path / "episodes.csv"
+    path.write_text(folders.episodes_text(episodes))
+    assert path.read_text().splitlines()[:2] == [
+        "train_env_steps,episode_return,episode_length,episode_rooms",
+        "5,0,800,1",
+    ]
+    assert folders.read_episodes(str(path)).rooms.tolist() == [1, 3]
+
+
+@pytest.mark.smoke
+def test_a_montezuma_runs_rooms_reach_its_published_episodes_and_the_plot(tmp_path):
+    """PPO with 2 envs per actor on Montezuma's Revenge (gymnasium envs, whose RAM is read) logs each
+    training game's rooms; export writes them beside the returns; the plot draws them."""
+    from deep_rl_zoo.ppo import run_atari
+    from deep_rl_zoo.ppo import train as ppo_train
+
+    config = ppo_train.PpoConfig(
+        **{
+            **run_atari.DEFAULTS,
+            "environment_name": "MontezumaRevenge",
+            "seed": 4,
+            "num_envs": 2,
+            "num_actors": 1,
+            "unroll_length": 16,
+            "minibatch_size": 16,
+            "num_iterations": 1,
+            "num_train_steps": 96,
+            "num_eval_steps": 20,
+            "max_episode_steps": 20,
+            "checkpoint_dir": str(tmp_path / "checkpoints"),
+            "runs_dir": str(tmp_path / "runs"),
+            "show_progress": False,
+        }
+    )
+    run_dir = ppo_train.main(config).run_dir
+    dest = str(tmp_path / "results" / "atari" / "MontezumaRevenge" / "PPO_MontezumaRevenge_s4")
+    export.export_run(
+        run_dir, dest, "python -m deep_rl_zoo.ppo.run_atari --environment_name=MontezumaRevenge"
+    )
+    episodes = folders.read_episodes(os.path.join(dest, "episodes.csv"))
+    # Games of 20 agent steps: too short to leave the first room, each reported with its one room.
+    assert len(episodes.steps) >= 4 and episodes.rooms.tolist() == [1] * len(episodes.steps)
+    run = plot.read_run(dest)
+    assert run.metrics["train/episode_rooms"].values.tolist() == [1.0] * len(episodes.steps)

@@ -4,7 +4,7 @@
     results/<suite>/<Game or task>/<AGENT>_<env>[_<tag>]_s<seed>/
         config.txt     the run's flags, as the run wrote them (absolute paths cut to their last part)
         results.csv    one row per iteration, as the run wrote it (greedy evaluation, speeds, losses)
-        episodes.csv   every training episode: train_env_steps,episode_return,episode_length
+        episodes.csv   every training episode: train_env_steps,episode_return,episode_length[,episode_rooms]
         command.txt    name=value lines: the command, resume points, zoo version, CPU, env steps/s
 
     python -m deep_rl_zoo.results export --run_dir=runs/DQN_CartPole-v1 \

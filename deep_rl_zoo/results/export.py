@@ -31,6 +31,7 @@ from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.results import folders
 
 EPISODE_TAGS = ("train/episode_return", "train/episode_length")  # one point per training episode
+ROOMS_TAG = "train/episode_rooms"  # one point per training episode too, on games that count rooms
 BFLOAT16_FLAGS = ("amx_bf16", "avx512_bf16")  # CPU flags of native bfloat16 arithmetic
 # Flags a published command may leave out or differ in: where this machine kept the run.
 _BOOKKEEPING_FLAGS = frozenset({"runs_dir", "checkpoint_dir", "results_csv_path", "show_progress", "resume"})
@@ -79,6 +80,8 @@ def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEve
             "returns to export"
         )
     steps, returns, lengths = np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+    rooms: np.ndarray | None = None  # stays None unless every session with episodes counted rooms
+    counted_rooms = True
     sessions = []
     for path in paths:
         accumulator = EventAccumulator(path, size_guidance={"scalars": 0})  # 0: keep every point
@@ -108,7 +111,16 @@ def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEve
         lengths = np.concatenate(
             [lengths[kept], np.array([round(e.value) for e in episode_lengths], dtype=np.int64)[order]]
         )
-    return RunEvents(folders.Episodes(steps, returns, lengths), sessions)
+        counted_rooms = counted_rooms and ROOMS_TAG in tags
+        if counted_rooms:
+            episode_rooms = accumulator.Scalars(ROOMS_TAG)  # logged with each return: the same order
+            if len(episode_rooms) != len(episode_returns):
+                raise ConfigError(
+                    f"{path}: {len(episode_returns)} episode returns but {len(episode_rooms)} rooms"
+                )
+            new_rooms = np.array([round(e.value) for e in episode_rooms], dtype=np.int64)[order]
+            rooms = new_rooms if rooms is None else np.concatenate([rooms[kept], new_rooms])
+    return RunEvents(folders.Episodes(steps, returns, lengths, rooms if counted_rooms else None), sessions)
 
 
 def cpu_description(cpuinfo_path: str = "/proc/cpuinfo") -> tuple[str, str]:

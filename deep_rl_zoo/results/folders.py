@@ -29,17 +29,25 @@ class Episodes(NamedTuple):
     steps: np.ndarray  # [N] int, training env steps when the episode ended
     returns: np.ndarray  # [N] raw (unclipped) game score
     lengths: np.ndarray  # [N] int, env steps
+    rooms: np.ndarray | None = None  # [N] int, rooms visited, on games that count them (Montezuma)
+
+
+ROOMS_COLUMN = "episode_rooms"  # a fourth column of episodes.csv where the run counted rooms
 
 
 def episodes_text(episodes: Episodes) -> str:
-    """`episodes.csv`: a header of `EPISODES_COLUMNS`, then one line per episode."""
+    """`episodes.csv`: a header of `EPISODES_COLUMNS` (and `ROOMS_COLUMN` where rooms were counted), then
+    one line per episode."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(EPISODES_COLUMNS)
-    for step, value, length in zip(
-        episodes.steps.tolist(), episodes.returns.tolist(), episodes.lengths.tolist(), strict=True
-    ):
-        writer.writerow([step, f"{value:g}", length])
+    columns = [episodes.steps.tolist(), episodes.returns.tolist(), episodes.lengths.tolist()]
+    header = list(EPISODES_COLUMNS)
+    if episodes.rooms is not None:
+        columns.append(episodes.rooms.tolist())
+        header.append(ROOMS_COLUMN)
+    writer.writerow(header)
+    for step, value, *counts in zip(*columns, strict=True):
+        writer.writerow([step, f"{value:g}", *counts])
     return out.getvalue()
 
 
@@ -56,11 +64,13 @@ def read_episodes(path: str) -> Episodes:
             raise ConfigError(
                 f"{path} has no column {', '.join(missing)} (expected {','.join(EPISODES_COLUMNS)})"
             )
+        has_rooms = ROOMS_COLUMN in (reader.fieldnames or [])
         rows = list(reader)
     return Episodes(
         np.array([int(r["train_env_steps"]) for r in rows], dtype=np.int64),
         np.array([float(r["episode_return"]) for r in rows], dtype=np.float64),
         np.array([int(r["episode_length"]) for r in rows], dtype=np.int64),
+        np.array([int(r[ROOMS_COLUMN]) for r in rows], dtype=np.int64) if has_rooms else None,
     )
 
 
