@@ -452,9 +452,10 @@ class RoomsVisited(gym.Wrapper):
     whole game as the return does.
     """
 
-    def __init__(self, env: gym.Env):
+    def __init__(self, env: gym.Env, ram_addresses: tuple[int, int]):
+        """`ram_addresses`: the game's (room, level) bytes, `ROOM_RAM_ADDRESSES[game]`."""
         super().__init__(env)
-        self._room_address, self._level_address = ROOM_RAM_ADDRESSES[str(env.unwrapped._game)]
+        self._room_address, self._level_address = ram_addresses
         self._rooms: set[tuple[int, int]] = set()
 
     def _visit(self) -> None:
@@ -667,8 +668,9 @@ def create_atari_environment(
     if max_episode_steps > 0:
         env = TimeLimit(env, max_episode_steps=max_episode_steps)
     env = RecordEpisodeStatistics(env)
-    if atari_game(environment_id) in ROOM_RAM_ADDRESSES:
-        env = RoomsVisited(env)
+    room_ram_addresses = ROOM_RAM_ADDRESSES.get(atari_game(environment_id))
+    if room_ram_addresses is not None:
+        env = RoomsVisited(env, room_ram_addresses)
     if terminal_on_life_loss:
         env = EpisodicLifeEnv(env)
     if clip_reward:

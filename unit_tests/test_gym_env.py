@@ -342,11 +342,10 @@ class _RamScript(gym.Env):
 
     observation_space = gym.spaces.Discrete(1)
     action_space = gym.spaces.Discrete(1)
-    _game = "montezuma_revenge"
 
     def __init__(self, script, game_over_at):
         self._script, self._game_over_at, self._t = list(script), game_over_at, 0
-        room_address, level_address = gym_env.ROOM_RAM_ADDRESSES[self._game]
+        room_address, level_address = gym_env.ROOM_RAM_ADDRESSES["montezuma_revenge"]
         ram = np.zeros(128, np.uint8)
 
         class Ale:
@@ -371,7 +370,9 @@ def test_rooms_visited_counts_the_distinct_level_and_room_pairs_of_a_whole_game(
     # Reset in room 1; then rooms 1, 0, 1 again, and room 0 of the next level: 3 rooms. A new game
     # counts afresh: its reset's room and one more.
     script = [(0, 1), (0, 1), (0, 0), (0, 1), (1, 0)] + [(1, 0), (1, 5)]
-    env = gym_env.RoomsVisited(_RamScript(script, game_over_at=4))
+    env = gym_env.RoomsVisited(
+        _RamScript(script, game_over_at=4), gym_env.ROOM_RAM_ADDRESSES["montezuma_revenge"]
+    )
     env.reset()
     infos = [env.step(0)[4] for _ in range(4)]
     assert [info.get("episode", {}).get("rooms") for info in infos] == [None, None, None, 3]
