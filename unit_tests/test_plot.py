@@ -276,9 +276,7 @@ def test_a_group_keeps_its_colour_across_panels_and_groups_differing_in_a_later_
         "IMPALA Pong (anneal_learning_rate=True, batch_size=32)",
         "IMPALA Pong (anneal_learning_rate=False, batch_size=4)",
     ]
-    assert [c.label for c in loss.curves][
-        0
-    ] == "IMPALA Pong (anneal_learning_rate=True, batch_size=4), 2 runs"
+    assert loss.curves[0].label == "IMPALA Pong (anneal_learning_rate=True, batch_size=4), 2 runs"
     # Other counts, other labels: one group, so one colour in both panels.
     assert [c.group for c in evaluation.curves] == [c.group for c in loss.curves]
     # Labels alike up to their first comma are different groups (the published IMPALA picture once drew
