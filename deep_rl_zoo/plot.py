@@ -537,11 +537,18 @@ def draw(
         notes.append("bars on a single run's evaluations: its lowest to highest episode")
     if any_partial:
         notes.append("dashed: after some runs stopped (solved or ended)")
+    # The legend goes under the panels, not on one: with a few long labels, loc="best" still covers curves.
     handles, labels = axes[0][0].get_legend_handles_labels()
-    axes[0][0].legend(handles, labels, fontsize=8, loc="best")
+    notes_inches = 0.25 if notes else 0.0
+    legend_inches = 0.2 * len(labels) + 0.1
+    height = figure.get_figheight() + legend_inches + notes_inches
+    figure.set_figheight(height)
+    figure.legend(
+        handles, labels, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, notes_inches / height), frameon=False
+    )
     if notes:
         figure.text(0.5, 0.005, "; ".join(notes), ha="center", va="bottom", fontsize=8, color="dimgrey")
-    figure.tight_layout(rect=(0, 0.04 if notes else 0, 1, 1))
+    figure.tight_layout(rect=(0, (legend_inches + notes_inches) / height, 1, 1))
     directory = os.path.dirname(os.path.abspath(output))
     os.makedirs(directory, exist_ok=True)
     figure.savefig(output, dpi=110)
