@@ -5,7 +5,8 @@
 
 What it reads is what every run writes into its folder: `results.csv` (one row per iteration) and, unless
 the run had `--nouse_tensorboard`, TensorBoard event files (every training episode, learner statistics).
-A published run under `results/` has `episodes.csv` (every training episode) instead of event files:
+A published run under `results/` has `episodes.csv` (every training episode) and, where the run logged
+learner statistics, `learner.csv` (them, averaged over spans of the run) instead of event files:
 
     python -m deep_rl_zoo.plot results/atari/Pong --output=docs/images/pong.png   # every run below it
 
@@ -197,6 +198,11 @@ def read_run(run_dir: str) -> Run:
         metrics["train/episode_length"] = Series(episodes.steps, episodes.lengths.astype(np.float64))
         if episodes.rooms is not None:
             metrics["train/episode_rooms"] = Series(episodes.steps, episodes.rooms.astype(np.float64))
+        learner_path = os.path.join(run_dir, folders.LEARNER_CSV)
+        if os.path.isfile(learner_path):  # between iterations too, where results.csv has their last steps
+            for name, series in read_results_csv(learner_path).items():
+                present = ~np.isnan(series.values)  # an empty cell: no point of it in that span
+                metrics[name] = Series(series.steps[present], series.values[present])
     if not metrics:
         raise ConfigError(
             f"{run_dir} holds no results.csv row and no TensorBoard scalar yet (a run writes them at the end "
@@ -544,7 +550,12 @@ def draw(
     height = figure.get_figheight() + legend_inches + notes_inches
     figure.set_figheight(height)
     figure.legend(
-        handles, labels, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, notes_inches / height), frameon=False
+        handles,
+        labels,
+        fontsize=8,
+        loc="lower center",
+        bbox_to_anchor=(0.5, notes_inches / height),
+        frameon=False,
     )
     if notes:
         figure.text(0.5, 0.005, "; ".join(notes), ha="center", va="bottom", fontsize=8, color="dimgrey")

@@ -30,12 +30,15 @@ RESULTS_CSV = (
 )
 
 
-def _write_session(run_dir, file_time, start_wall_time, episodes, seconds):
-    """One process's event file: its episodes (env step, return, length) and an evaluation `seconds` later."""
+def _write_session(run_dir, file_time, start_wall_time, episodes, seconds, learner_losses=()):
+    """One process's event file: its episodes (env step, return, length), `learner/loss` points (env step,
+    value), and an evaluation `seconds` later."""
     writer = SummaryWriter(log_dir=run_dir)
     for step, value, length in episodes:
         writer.add_scalar("train/episode_return", value, step, walltime=start_wall_time)
         writer.add_scalar("train/episode_length", length, step, walltime=start_wall_time)
+    for step, value in learner_losses:
+        writer.add_scalar("learner/loss", value, step, walltime=start_wall_time)
     last_step = episodes[-1][0]
     writer.add_scalar("eval/mean_episode_return", 1.0, last_step, walltime=start_wall_time + seconds)
     writer.close()
@@ -342,3 +345,39 @@ def test_a_montezuma_runs_rooms_reach_its_published_episodes_and_the_plot(tmp_pa
     assert len(episodes.steps) >= 4 and episodes.rooms.tolist() == [1] * len(episodes.steps)
     run = plot.read_run(dest)
     assert run.metrics["train/episode_rooms"].values.tolist() == [1.0] * len(episodes.steps)
+
+
+def test_learner_text_averages_each_statistic_over_equal_spans_of_env_steps():
+    learner = {
+        "learner/loss": (np.array([1, 2, 3, 4, 10]), np.array([1.0, 3.0, 5.0, 7.0, 9.0])),
+        "learner/entropy": (np.array([2, 10]), np.array([0.5, 1.5])),
+    }
+    # 10 steps in 5 spans of 2: (0, 2], (2, 4], (4, 6] and (6, 8] empty (no row), (8, 10].
+    assert folders.learner_text(learner, rows=5) == (
+        "train_env_steps,learner_entropy,learner_loss\n2,0.5,2\n4,,6\n10,1.5,9\n"
+    )
+    # Spans that do not divide the run: 10 steps in 3 rows of 4 steps, the last ending at the run's end.
+    assert folders.learner_text(learner, rows=3).splitlines()[1:] == ["4,0.5,4", "10,1.5,9"]
+
+
+def test_export_writes_the_learners_statistics_without_a_crashed_sessions_lost_part(tmp_path):
+    """The first session logged the loss up to step 40 and crashed after iteration 0's checkpoint (step
+    30); the resumed one logged from 35 on: the loss at 40 went with the crash, like its episodes."""
+    run = tmp_path / "runs" / "DQN_CartPole-v1"
+    run.mkdir(parents=True)
+    (run / "config.txt").write_text("agent_name=DQN\nenvironment_name=CartPole-v1\nseed=3\ntag=\n")
+    (run / "results.csv").write_text(RESULTS_CSV)
+    losses = [(10, 1.0), (20, 2.0), (30, 3.0), (40, 40.0)]
+    _write_session(str(run), 1000, 100.0, [(25, 15.0, 15), (40, 8.0, 8)], 60, learner_losses=losses)
+    _write_session(str(run), 2000, 900.0, [(35, 20.0, 20), (60, 25.0, 25)], 60, [(35, 5.0), (60, 6.0)])
+    events = export.read_run_events(str(run), iteration_steps=[30, 60])
+    steps, values = events.learner["learner/loss"]
+    assert steps.tolist() == [10, 20, 30, 35, 60] and values.tolist() == [1.0, 2.0, 3.0, 5.0, 6.0]
+
+    dest = _export(str(run), str(tmp_path / "repo"))
+    assert sorted(os.listdir(dest)) == sorted(folders.FILES + (folders.LEARNER_CSV,))
+    assert folders.folder_problems(dest) == []
+    # The plot draws the loss from learner.csv (200 spans of 1 env step here: every point), not from
+    # results.csv's one value per iteration (0.5 and 0.25).
+    loss = plot.read_run(dest).metrics["learner/loss"]
+    assert loss.steps.tolist() == [10, 20, 30, 35, 60] and loss.values.tolist() == [1.0, 2.0, 3.0, 5.0, 6.0]

@@ -2,7 +2,8 @@
 
 What it writes (see `folders`): the run's `config.txt` (absolute paths cut to their last part) and
 `results.csv`; `episodes.csv`, every training episode from the TensorBoard event files, so that those
-need not be committed; and `command.txt`:
+need not be committed; `learner.csv`, the learner's statistics from those files averaged over at most
+200 spans of the run (`folders.learner_text`), where the run logged any; and `command.txt`:
 
     command=python -m deep_rl_zoo.ppo.run_atari --environment_name=Pong --seed=1
     resume_points=in iteration 3; in iteration 7    (or none; each resume: the command with --resume)
@@ -32,6 +33,7 @@ from deep_rl_zoo.results import folders
 
 EPISODE_TAGS = ("train/episode_return", "train/episode_length")  # one point per training episode
 ROOMS_TAG = "train/episode_rooms"  # one point per training episode too, on games that count rooms
+LEARNER_PREFIX = "learner/"  # the learner's statistics, logged every learner step (or every few)
 BFLOAT16_FLAGS = ("amx_bf16", "avx512_bf16")  # CPU flags of native bfloat16 arithmetic
 # Flags a published command may leave out or differ in: where this machine kept the run.
 _BOOKKEEPING_FLAGS = frozenset({"runs_dir", "checkpoint_dir", "results_csv_path", "show_progress", "resume"})
@@ -47,6 +49,7 @@ class Session(NamedTuple):
 class RunEvents(NamedTuple):
     episodes: folders.Episodes
     sessions: list[Session]
+    learner: dict[str, tuple[np.ndarray, np.ndarray]]  # `learner/<name>` -> (env steps, values)
 
 
 def _event_files(run_dir: str) -> list[str]:
@@ -83,6 +86,8 @@ def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEve
     rooms: np.ndarray | None = None  # stays None unless every session with episodes counted rooms
     counted_rooms = True
     sessions = []
+    learner: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    seen_step = -1  # the last env step of any statistic of the sessions so far
     for path in paths:
         accumulator = EventAccumulator(path, size_guidance={"scalars": 0})  # 0: keep every point
         accumulator.Reload()
@@ -93,6 +98,17 @@ def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEve
         first_step = min(e.step for e in events)
         times = [e.wall_time for e in events]
         sessions.append(Session(first_step, max(times) - min(times)))
+        # After a crash the run went on from an iteration's checkpoint: what came after it was lost.
+        learner_cut = max([s for s in iteration_steps if s < first_step], default=0)
+        for tag in (t for t in tags if t.startswith(LEARNER_PREFIX)):
+            old_steps, old_values = learner.get(tag, (np.zeros(0, np.int64), np.zeros(0)))
+            kept_points = old_steps <= learner_cut if first_step <= seen_step else slice(None)
+            points = accumulator.Scalars(tag)
+            learner[tag] = (
+                np.concatenate([old_steps[kept_points], np.array([e.step for e in points], dtype=np.int64)]),
+                np.concatenate([old_values[kept_points], np.array([e.value for e in points])]),
+            )
+        seen_step = max(seen_step, max(e.step for e in events))
         if not set(EPISODE_TAGS) <= set(tags):
             continue
         episode_returns, episode_lengths = (accumulator.Scalars(tag) for tag in EPISODE_TAGS)
@@ -120,7 +136,8 @@ def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEve
                 )
             new_rooms = np.array([round(e.value) for e in episode_rooms], dtype=np.int64)[order]
             rooms = new_rooms if rooms is None else np.concatenate([rooms[kept], new_rooms])
-    return RunEvents(folders.Episodes(steps, returns, lengths, rooms if counted_rooms else None), sessions)
+    episodes = folders.Episodes(steps, returns, lengths, rooms if counted_rooms else None)
+    return RunEvents(episodes, sessions, learner)
 
 
 def cpu_description(cpuinfo_path: str = "/proc/cpuinfo") -> tuple[str, str]:
@@ -301,6 +318,8 @@ def export_run(
         folders.COMMAND_TXT: "".join(f"{name}={value}\n" for name, value in fields.items()),
         folders.EPISODES_CSV: folders.episodes_text(events.episodes),
     }
+    if events.learner:
+        texts[folders.LEARNER_CSV] = folders.learner_text(events.learner)
     for name, text in texts.items():
         found = folders.machine_paths(text)
         if found:

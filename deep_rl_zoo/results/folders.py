@@ -33,6 +33,40 @@ class Episodes(NamedTuple):
 
 
 ROOMS_COLUMN = "episode_rooms"  # a fourth column of episodes.csv where the run counted rooms
+LEARNER_CSV = "learner.csv"  # optional: the learner's statistics between iterations (`learner_text`)
+LEARNER_ROWS = 200  # at most: a run's learner steps are averaged over this many spans of env steps
+
+
+def learner_text(learner: dict[str, tuple[np.ndarray, np.ndarray]], rows: int = LEARNER_ROWS) -> str:
+    """`learner.csv`: the learner's TensorBoard scalars (`learner/<name>`, logged every learner step or
+    every few), each averaged over `rows` equal spans of training env steps, so that a published run
+    redraws how they moved within an iteration without its event files (results.csv holds one value per
+    iteration: the last learner step's). Columns `train_env_steps` (each span's end, the run's last step
+    for the last) and `learner_<name>`; a cell is empty where a statistic had no point in the span.
+    """
+    if not learner:
+        return ""
+    last = max(int(steps.max()) for steps, _ in learner.values() if len(steps))
+    width = max(1, -(-last // rows))  # ceil: every step up to `last` falls in one of `rows` spans
+    spans = -(-last // width) or 1
+    names = sorted(learner)
+    means = {}
+    for name in names:
+        steps, values = learner[name]
+        index = np.clip((np.asarray(steps) - 1) // width, 0, spans - 1)  # span k holds steps (k w, (k + 1) w]
+        totals = np.bincount(index, weights=np.asarray(values, dtype=np.float64), minlength=spans)
+        counts = np.bincount(index, minlength=spans)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means[name] = np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["train_env_steps"] + [f"learner_{name.removeprefix('learner/')}" for name in names])
+    for k in range(spans):
+        cells = [means[name][k] for name in names]
+        if all(np.isnan(cells)):
+            continue
+        writer.writerow([min((k + 1) * width, last)] + ["" if np.isnan(v) else f"{v:.6g}" for v in cells])
+    return out.getvalue()
 
 
 def episodes_text(episodes: Episodes) -> str:
