@@ -98,17 +98,20 @@ def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEve
         first_step = min(e.step for e in events)
         times = [e.wall_time for e in events]
         sessions.append(Session(first_step, max(times) - min(times)))
-        # After a crash the run went on from an iteration's checkpoint: what came after it was lost.
-        learner_cut = max([s for s in iteration_steps if s < first_step], default=0)
+        # A session starting where an earlier one had been went on from an iteration's checkpoint after a
+        # crash: what the earlier sessions logged after that checkpoint was lost with it.
+        lost_after = max([s for s in iteration_steps if s < first_step], default=0)
+        if first_step > seen_step:
+            lost_after = seen_step  # it went on from where they stopped: nothing lost
+        seen_step = max(seen_step, max(e.step for e in events))
         for tag in (t for t in tags if t.startswith(LEARNER_PREFIX)):
             old_steps, old_values = learner.get(tag, (np.zeros(0, np.int64), np.zeros(0)))
-            kept_points = old_steps <= learner_cut if first_step <= seen_step else slice(None)
+            kept_points = old_steps <= lost_after
             points = accumulator.Scalars(tag)
             learner[tag] = (
                 np.concatenate([old_steps[kept_points], np.array([e.step for e in points], dtype=np.int64)]),
                 np.concatenate([old_values[kept_points], np.array([e.value for e in points])]),
             )
-        seen_step = max(seen_step, max(e.step for e in events))
         if not set(EPISODE_TAGS) <= set(tags):
             continue
         episode_returns, episode_lengths = (accumulator.Scalars(tag) for tag in EPISODE_TAGS)
@@ -116,10 +119,7 @@ def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEve
             raise ConfigError(
                 f"{path}: {len(episode_returns)} episode returns but {len(episode_lengths)} lengths"
             )
-        if len(steps) and first_step <= steps.max():
-            kept = steps <= max([s for s in iteration_steps if s < first_step], default=0)
-        else:
-            kept = np.ones(len(steps), dtype=bool)
+        kept = steps <= lost_after
         new_steps = np.array([e.step for e in episode_returns], dtype=np.int64)
         order = np.argsort(new_steps, kind="stable")  # episodes ending on one step keep their order
         steps = np.concatenate([steps[kept], new_steps[order]])
