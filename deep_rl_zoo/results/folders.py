@@ -56,8 +56,7 @@ def learner_text(learner: dict[str, tuple[np.ndarray, np.ndarray]], rows: int = 
         index = np.clip((np.asarray(steps) - 1) // width, 0, spans - 1)  # span k holds steps (k w, (k + 1) w]
         totals = np.bincount(index, weights=np.asarray(values, dtype=np.float64), minlength=spans)
         counts = np.bincount(index, minlength=spans)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means[name] = np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
+        means[name] = np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["train_env_steps"] + [f"learner_{name.removeprefix('learner/')}" for name in names])
