@@ -51,6 +51,9 @@ from deep_rl_zoo.drqn import agent as drqn_agent
 from deep_rl_zoo.r2d2 import train
 from deep_rl_zoo.sequence_replay import SequenceBlock
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import revisions  # noqa: E402  (benchmarks/ is not a package)
+
 
 def fill(learner, config, observation_shape, num_actions, mean_episode_length, rng):
     # --baseline runs this file over older trees too, whose blocks were half a sequence
@@ -107,28 +110,6 @@ def worker(config, env, length, steps):
     print(json.dumps({"cpu_ms": 1000 * cpu / steps, "wall_ms": 1000 * wall / steps, "digest": digest}))
 
 
-def _extract(revision: str, folder: str) -> str:
-    """The deep_rl_zoo package at git `revision`, extracted under `folder`; returns its PYTHONPATH."""
-    root = Path(__file__).resolve().parent.parent
-    archive = subprocess.run(
-        ["git", "-C", str(root), "archive", revision, "deep_rl_zoo"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-    return folder
-
-
-def _round(python_path: str, arguments: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": python_path}
-    output = subprocess.run(
-        [sys.executable, __file__, "--worker", *arguments],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return json.loads(output.strip().splitlines()[-1])
-
-
 def _system_round(python_path: str, env_steps: int, folder: str) -> dict:
     """One whole run_classic run from `python_path`: its training env steps/s and CPU seconds."""
     csv_path = os.path.join(folder, "results.csv")
@@ -166,7 +147,7 @@ def baseline_compare(args, lengths):
     """Alternating rounds, the tree at --baseline first, then this one; medians per tree."""
     here = str(Path(__file__).resolve().parent.parent)
     with tempfile.TemporaryDirectory() as folder:
-        trees = {f"baseline {args.baseline}": _extract(args.baseline, folder), "this tree": here}
+        trees = {f"baseline {args.baseline}": revisions.extract(args.baseline, folder), "this tree": here}
         if args.system:
             results = {name: [] for name in trees}
             for r in range(args.rounds):
@@ -192,7 +173,7 @@ def baseline_compare(args, lengths):
             results = {name: [] for name in trees}
             for _ in range(args.rounds):
                 for name, path in trees.items():
-                    results[name].append(_round(path, arguments))
+                    results[name].append(revisions.json_round(__file__, path, arguments))
             digests = {name: {x["digest"] for x in values} for name, values in results.items()}
             cpu = {name: statistics.median(x["cpu_ms"] for x in values) for name, values in results.items()}
             wall = {name: statistics.median(x["wall_ms"] for x in values) for name, values in results.items()}

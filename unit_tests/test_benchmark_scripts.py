@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -315,6 +316,38 @@ sys.exit(check.main())
         [sys.executable, "-c", stale], env=env, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 1 and "FAIL" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+@pytest.mark.slow  # a real Atari-sized learner step of each agent: seconds
+@pytest.mark.parametrize("agent", ["r2d2", "ngu"])
+def test_the_recurrent_breakdown_times_every_part_of_the_real_step_and_leaves_the_code_as_it_was(agent):
+    """Every function the breakdown wraps is one the learner's step really calls (a part the step stopped
+    calling through its module would go untimed into "rest"), and the wrappers are gone afterwards."""
+    from deep_rl_zoo import optimization
+    from deep_rl_zoo.r2d2 import agent as r2d2_agent
+
+    breakdown = _load("recurrent_learner_breakdown")
+    originals = (r2d2_agent.unroll, optimization.gradient_step, optimization.apply_gradients)
+    args = SimpleNamespace(batch_size=1, replay_capacity=2_000, num_threads=1, steps=1)
+    result = breakdown.measure(agent, args, bfloat16=False)
+    parts = result["parts_cpu"]
+    expected = {
+        "replay: sample",
+        "replay: priorities",
+        "target net: burn-in + learned steps (no grad)",
+        "online net: burn-in (no grad)",
+        "online net: learned steps (forward)",
+        "targets (n-step double Q or Retrace), forward",
+        "backward (all networks)",
+        "optimizer: clip + Adam",
+        "rest (Python, statistics, target copy)",
+    }
+    if agent == "ngu":
+        expected |= {"batch to tensors", "embedding + RND losses (forward)"}
+        assert set(result["backward_by_network"]) == {"Q loss backward", "embedding + RND backward"}
+    assert set(parts) == expected
+    assert parts["rest (Python, statistics, target copy)"] < 0.2 * result["cpu"]
+    assert (r2d2_agent.unroll, optimization.gradient_step, optimization.apply_gradients) == originals
 
 
 def test_the_speed_table_measures_every_agents_run_atari_past_its_warm_up():
