@@ -12,6 +12,7 @@ import torch
 
 from deep_rl_zoo import checkpoint, environments
 from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule
 from deep_rl_zoo.ppo_icm import eval_agent, run_atari, run_classic, train
 from unit_tests.distributed_helpers import (
     TINY_UNROLL_RUN,
@@ -87,6 +88,26 @@ def test_on_atari_the_icm_reads_the_papers_42x42_frames(tmp_path):
     frames = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
     pooled = torch.nn.functional.avg_pool2d(frames.float() / 255.0, 2)
     torch.testing.assert_close(icm.embed(frames), icm.embedding[1:](pooled))
+
+
+@pytest.mark.parametrize("downsample", [1, 2])  # NGU's 84x84 embedding, PPO-ICM's 42x42
+def test_the_image_embedding_matches_the_textbook_computation_in_value_and_gradient(downsample):
+    # `embed` runs channels_last with in-place ELUs for speed; the result must be that of plain NCHW
+    # layers, out of place, on frames / 255, and the caller's frames must come back untouched.
+    torch.manual_seed(0)
+    icm = IntrinsicCuriosityModule((4, 84, 84), 6, image_downsample=downsample)
+    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    kept = frames.clone()
+    fast = icm.embed(frames)
+    fast_grads = torch.autograd.grad(fast.square().sum(), list(icm.embedding.parameters()))
+    x = frames.float() / 255.0
+    for layer in icm.embedding:  # average pooling, convolutions, ELUs, flatten
+        x = torch.nn.functional.elu(x) if isinstance(layer, torch.nn.ELU) else layer(x)
+    slow_grads = torch.autograd.grad(x.square().sum(), list(icm.embedding.parameters()))
+    torch.testing.assert_close(fast, x, rtol=1e-5, atol=1e-6)
+    for a, b in zip(fast_grads, slow_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    assert torch.equal(frames, kept)
 
 
 def test_a_learner_restored_from_a_checkpoint_file_continues_exactly(tmp_path):

@@ -143,7 +143,9 @@ class IntrinsicCuriosityModule(nn.Module):
             channels, height, width = observation_shape
             layers: list[nn.Module] = [nn.AvgPool2d(image_downsample)] if image_downsample > 1 else []
             for index in range(4):
-                layers += [nn.Conv2d(channels if index == 0 else 32, 32, 3, stride=2, padding=1), nn.ELU()]
+                # In-place ELUs: their backward reads their output, so nothing else needs to be kept.
+                conv = nn.Conv2d(channels if index == 0 else 32, 32, 3, stride=2, padding=1)
+                layers += [conv, nn.ELU(inplace=True)]
             self.embedding = nn.Sequential(*layers, nn.Flatten())
             with torch.no_grad():
                 feature_size = self.embedding(torch.zeros(1, channels, height, width)).shape[1]
@@ -163,8 +165,12 @@ class IntrinsicCuriosityModule(nn.Module):
         )
 
     def embed(self, observation: torch.Tensor) -> torch.Tensor:
-        x = observation.float() / 255.0 if self.is_image else observation.float()
-        return self.embedding(x)
+        if not self.is_image:
+            return self.embedding(observation.float())
+        # Frames go to channels_last (NHWC) while still bytes, as in `common.NatureCnnTorso`: oneDNN's
+        # convolutions run faster on that layout (benchmarks/recurrent_learner_breakdown.py).
+        x = observation.contiguous(memory_format=torch.channels_last)
+        return self.embedding(x.float() / 255.0)
 
     def forward(self, s_t: torch.Tensor, a_t: torch.Tensor, s_tp1: torch.Tensor) -> IcmOutput:
         phi_t, phi_tp1 = self.embed(s_t), self.embed(s_tp1)
