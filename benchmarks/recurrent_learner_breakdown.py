@@ -15,7 +15,9 @@ is what no timer covers. Backward is `gradient_step` less `apply_gradients` (cli
     python benchmarks/recurrent_learner_breakdown.py --agents=ngu --baseline=HEAD~1 --rounds=2
 
 `--baseline=REV`: the package at git revision REV against this tree, alternating rounds of fresh processes
-(`revisions.py`), the medians of each part's CPU seconds side by side.
+(`revisions.py`), the medians of each part's CPU seconds side by side. `--set=NAME=VALUE` changes a field
+of the config from run_atari's default in the trees whose config has it (`--set=auxiliary_steps=0`: NGU
+learning the embedding and RND on every learned step, as before that was a flag).
 
 After the timed steps, one more batch splits backward by network: the Q loss's backward and the embedding
 and RND losses' backward timed apart (they share no parameters, so their sum is the joint backward).
@@ -216,6 +218,10 @@ def measure(name: str, args, bfloat16: bool) -> dict:
     config_class, defaults, build_learner = AGENTS[name]
     fields = {f.name for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in defaults.items() if k in fields}
+    overrides = dict(item.split("=", 1) for item in args.set)
+    values.update(
+        {k: int(v) if v.lstrip("-").isdigit() else float(v) for k, v in overrides.items() if k in fields}
+    )
     values.update(
         use_tensorboard=False,
         batch_size=args.batch_size,
@@ -295,6 +301,7 @@ def baseline_compare(args, names, precisions) -> None:
                     f"--batch_size={args.batch_size}",
                     f"--replay_capacity={args.replay_capacity}",
                     f"--num_threads={args.num_threads}",
+                    *(f"--set={item}" for item in args.set),
                 ]
                 rounds = {tree: [] for tree in trees}
                 for _ in range(args.rounds):
@@ -335,6 +342,13 @@ def main():
     parser.add_argument("--num_threads", type=int, default=os.cpu_count())
     parser.add_argument("--baseline", help="git revision to compare this tree with (alternating rounds)")
     parser.add_argument("--rounds", type=int, default=2, help="with --baseline: rounds per tree")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a config field over run_atari's default, where the tree's config has it (int or float)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     names = args.agents.split(",")
