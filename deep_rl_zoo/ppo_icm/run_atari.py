@@ -5,6 +5,9 @@ ICM's setting is Pathak et al. 2017's (arXiv:1705.05363): eta 0.01, beta 0.2, Ad
 reward (not normalised); the policy's is PPO's Atari setting (Schulman et al. 2017, table 5: 8 actors x
 128 steps, 3 epochs of minibatches of 256, clip 0.1, entropy 0.01, gamma 0.99, lambda 0.95). Life loss
 is not terminal and extrinsic rewards are clipped, as in Burda et al.'s curiosity experiments.
+
+On Pong these defaults reached a greedy mean of +7.5 at 500k env steps and +18.5 over 25 games at 1M
+(seed 1, `--bfloat16`; results/atari/Pong/PPO-ICM_Pong_s1, docs/agents/ppo_icm.md).
 """
 
 from deep_rl_zoo.config import run_script
