@@ -619,8 +619,8 @@ def main(argv: Sequence[str] | None = None) -> list[Panel]:
     references = folder_references(runs, references)
     panels = build_panels(runs, metrics, band=args.band, smooth=args.smooth, group=not args.nogroup)
     draw(panels, args.output, args.band, threshold=_reward_threshold(runs), references=references)
-    curves = sum(len(p.curves) for p in panels) // max(len(panels), 1)
-    print(f"wrote {args.output}: {len(panels)} panel(s), {curves} curve(s) from {len(runs)} run(s)")
+    curves = sum(len(p.curves) for p in panels)  # a metric only some runs have draws fewer in its panel
+    print(f"wrote {args.output}: {len(panels)} panel(s), {curves} curve(s) in all from {len(runs)} run(s)")
     return panels
 
 

@@ -181,7 +181,7 @@ def test_group_labels_name_the_flags_that_differ_within_one_agent():
 def test_command_writes_a_png_from_real_runs(real_runs, tmp_path, capsys):
     output = tmp_path / "curve.png"
     plot.main([real_runs["dqn_1"], real_runs["dqn_2"], real_runs["ppo"], f"--output={output}"])
-    assert "2 panel(s), 2 curve(s) from 3 run(s)" in capsys.readouterr().out
+    assert "2 panel(s), 4 curve(s) in all from 3 run(s)" in capsys.readouterr().out  # DQN's group, PPO
     with open(output, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
