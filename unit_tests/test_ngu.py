@@ -217,10 +217,12 @@ def test_inverse_model_learns_only_transitions_within_an_episode():
     torch.testing.assert_close(rnd_loss, (prediction - target).square().mean())
 
 
-def _stepped_learner(learner_class, networks, max_grad_norm: float):
+def _stepped_learner(learner_class, networks, max_grad_norm: float, **overrides):
     """A learner over `networks` after one gradient step on two replayed sequences of actor 0 (the
     gradients stay in `.grad`)."""
-    learner = novelty_learner(learner_class, networks, min_replay_size=1000, max_grad_norm=max_grad_norm)
+    learner = novelty_learner(
+        learner_class, networks, min_replay_size=1000, max_grad_norm=max_grad_norm, **overrides
+    )
     rng = np.random.default_rng(0)
     for k in range(3):  # blocks of 2 steps: blocks 0 + 1 and 1 + 2 make two sequences of 4
         block = agent.SequenceBlock(
@@ -241,6 +243,38 @@ def _stepped_learner(learner_class, networks, max_grad_norm: float):
         learner.learn([agent.NguMessage(block, networks.actor_memory.read(0))])
     learner.gradient_step()
     return learner
+
+
+@pytest.mark.parametrize("auxiliary_steps", [0, 1, 2])
+def test_embedding_and_rnd_learn_the_last_auxiliary_steps_transitions_of_each_sequence(
+    auxiliary_steps, monkeypatch
+):
+    # Sequences of T = 4 steps, no burn-in: 3 learned transitions o_0 -> o_1 .. o_2 -> o_3. With K of
+    # them (0: all 3) the inverse model reads o_{3-K} .. o_3 and actions a_{3-K} .. a_2, its mask says
+    # which of o_{4-K} .. o_3 continue an episode, and RND learns o_{4-K} .. o_3.
+    seen = {}
+
+    def recorded(name, function):
+        def record(*args):
+            seen[name] = (*args, function(*args))
+            return seen[name][-1]
+
+        return record
+
+    monkeypatch.setattr(agent, "sequence_tensors", recorded("batch", agent.sequence_tensors))
+    monkeypatch.setattr(agent, "auxiliary_losses", recorded("auxiliary", agent.auxiliary_losses))
+    torch.manual_seed(0)
+    networks = train.build_networks({"num_actors": 1}, (2,), 2)
+    learner = _stepped_learner(agent.Ngu, networks, 0.0, auxiliary_steps=auxiliary_steps)
+    data = seen["batch"][-1]  # the sampled batch as the step's tensors
+    _, observation, action, valid, (inverse_loss, rnd_loss) = seen["auxiliary"]
+    k = auxiliary_steps or 3
+    assert torch.equal(observation, data.inputs.observation[4 - k - 1 :])
+    assert torch.equal(action, data.action[4 - k - 1 : 3])
+    assert torch.equal(valid, ~data.first[4 - k :])
+    # and those losses are the ones the step logged (and minimised)
+    assert learner.statistics["inverse_dynamics_loss"] == inverse_loss.item()
+    assert learner.statistics["rnd_loss"] == rnd_loss.item()
 
 
 def _grad_norm(parameters) -> float:
@@ -407,6 +441,8 @@ def _config(tmp_path, **overrides) -> train.NguConfig:
         (dict(num_neighbours=0), "num_neighbours"),
         (dict(embedding_hidden_sizes=()), "embedding_hidden_sizes"),
         (dict(replay_period=9), "replay_period"),
+        (dict(auxiliary_steps=-1), "auxiliary_steps"),
+        (dict(auxiliary_steps=10, trace_length=9), r"auxiliary_steps must be in \[0, --trace_length=9\]"),
     ],
 )
 def test_bad_flags_are_config_errors(tmp_path, overrides, message):

@@ -29,14 +29,16 @@ mu(a_t | o_t) are the actor's epsilon-greedy ones, stored with each step), or wi
 R2D2's transformed n-step double-Q targets (`r2d2.agent.r2d2_td_errors`; the classic-control default,
 where it was tuned; not the paper's). The same
 replayed batches train the embedding (cross-entropy of the inverse model predicting a_t from
-f(o_t), f(o_{t+1})) and RND's predictor (squared error to the fixed random target). One Adam steps
+f(o_t), f(o_{t+1})) and RND's predictor (squared error to the fixed random target), on the last
+--auxiliary_steps transitions of each sequence (the paper's 5 on Atari). One Adam steps
 all three; each network's gradient is clipped to --max_grad_norm on its own
 (`NguNetworks.trained_parameter_groups`), and the logged `grad_norm` is the norm over all of them.
 
 Kept from the paper: k = 10, kernel epsilon 1e-4, cluster distance 0.008, c = 0.001, maximum
 similarity 8, L = 5, beta = 0.3, gamma from 0.99 to 0.997, the policy family's shapes, Ape-X epsilons,
 an inverse-dynamics embedding, RND's life-long factor, each actor's own episodic memory, learning rate
-5e-4 for the embedding and RND.
+5e-4 for the embedding and RND, which learn the last 5 transitions of each replayed sequence (Atari;
+benchmarks/README.md measures what learning all 80 cost).
 
 Changed, and why:
 - The embedding is `networks.curiosity.IntrinsicCuriosityModule`'s (shared with PPO-ICM; its forward
@@ -53,7 +55,9 @@ Changed, and why:
 - Sequences cross episode ends with masking, and the head is plain (no dueling), as in `r2d2.agent`.
 - Classic control learns 5-step double-Q targets with importance-sampling weights 0.6 and R2D2's
   target period and Adam epsilon (what was tuned on MountainCar here); run_atari has NGU's table's
-  (Retrace 0.95, no importance weights, target copy every 1,500 steps, Adam epsilon 1e-4).
+  (Retrace 0.95, no importance weights, target copy every 1,500 steps, Adam epsilon 1e-4). Its
+  embedding and RND learn every one of the 9 learned transitions of a sequence, as its published
+  MountainCar runs did (not the paper's last 5).
 """
 
 import math
@@ -663,6 +667,7 @@ class Ngu(R2d2):
         betas: list[float],
         gammas: list[float],
         retrace: RetraceSettings | None = None,
+        auxiliary_steps: int = 0,
         **r2d2_arguments,
     ):
         """
@@ -672,6 +677,9 @@ class Ngu(R2d2):
           betas, gammas: the policy family's (beta_j, gamma_j), j < N.
           retrace: learn transformed Retrace targets (the papers'); None: R2D2's transformed n-step
             double-Q targets (`n_step` steps).
+          auxiliary_steps: K, the embedding and RND learn each sequence's last K transitions (o_{T-K-1}
+            -> o_{T-K} .. o_{T-2} -> o_{T-1}; RND the K observations they arrive in), the paper's 5;
+            0: every learned transition.
           r2d2_arguments: `r2d2.agent.R2d2`'s (burn_in, batch_size, ..., device) but its discount:
             each sequence is learned with its own policy's gamma_j.
         """
@@ -684,6 +692,7 @@ class Ngu(R2d2):
         self._betas = torch.tensor(betas, dtype=torch.float32, device=self._device)
         self._gammas = torch.tensor(gammas, dtype=torch.float32, device=self._device)
         self._retrace = retrace
+        self._auxiliary_steps = auxiliary_steps
 
     @property
     def shared_module(self) -> nn.Module:
@@ -764,8 +773,9 @@ class Ngu(R2d2):
         b = self._burn_in
         per_sequence, abs_td, mask, q_statistics = self.q_loss(data)
         q_loss = (data.weights * per_sequence).mean()
+        k = self._auxiliary_steps or data.action.shape[0] - 1 - b  # transitions the embedding and RND learn
         inverse_loss, rnd_loss = auxiliary_losses(
-            self._networks, data.inputs.observation[b:], data.action[b:-1], ~data.first[b + 1 :]
+            self._networks, data.inputs.observation[-k - 1 :], data.action[-k - 1 : -1], ~data.first[-k:]
         )
         loss = q_loss + inverse_loss + rnd_loss
         # Each network's gradient clipped on its own; the logged norm is that of all three, before clipping.

@@ -6,7 +6,8 @@ Adam lr 1e-4 eps 1e-4 (embedding and RND 5e-4), gradient-norm clip 40 (each netw
 64 sequences per batch, a target copy every 1,500 gradient steps, priority exponent 0.9 and no
 importance-sampling weights (exponent 0), transformed Retrace with lambda 0.95 and an epsilon-greedy
 target policy (0.01), beta 0.3, gamma 0.99 .. 0.997, k = 10, episodic memory of 30,000, L = 5, RND and
-the embedding on the frames, evaluation epsilon 0.001. Sequences as R2D2's (`r2d2.run_atari`).
+the embedding on the frames, learning the last 5 transitions of each replayed sequence, evaluation
+epsilon 0.001. Sequences as R2D2's (`r2d2.run_atari`).
 
 Changed for a workstation: 16 actors, and so 8 policies rather than the paper's 32 over 256 actors
 (actor i plays j = i mod N: with 32 policies only j = 0 .. 15 would be played, one actor each, and the
@@ -54,6 +55,7 @@ DEFAULTS = {
     "q_target": "retrace",  # R2D2: 5-step double-Q
     "retrace_lambda": 0.95,
     "retrace_target_epsilon": 0.01,
+    "auxiliary_steps": 5,  # the paper's: the embedding and RND learn the last 5 frames of each sequence
 }
 
 if __name__ == "__main__":

@@ -74,6 +74,11 @@ class NguConfig(R2d2Config):
     rnd_hidden_sizes: tuple[int, ...] = field((64, 64), "RND MLP sizes (classic).")
     rnd_feature_size: int = field(64, "RND output size (classic; Atari: 512).")
     auxiliary_learning_rate: float = field(5e-4, "Adam learning rate of the embedding and RND.")
+    auxiliary_steps: int = field(
+        0,
+        "The embedding (inverse model) and RND's predictor learn the last this many transitions of each "
+        "replayed sequence (the paper: 5, run_atari's default); 0: every learned transition (classic).",
+    )
     q_target: str = field(
         "n_step",
         "'retrace': transformed Retrace(lambda) targets (the papers', run_atari's default); 'n_step': "
@@ -115,6 +120,10 @@ class NguConfig(R2d2Config):
         )
         require(
             self.max_lifelong_scale >= 1, f"--max_lifelong_scale must be >= 1, got {self.max_lifelong_scale}"
+        )
+        require(
+            0 <= self.auxiliary_steps <= self.trace_length,
+            f"--auxiliary_steps must be in [0, --trace_length={self.trace_length}], got {self.auxiliary_steps}",
         )
         for name in ("embedding_hidden_sizes", "rnd_hidden_sizes"):
             sizes = getattr(self, name)
@@ -228,6 +237,7 @@ def learner_arguments(config: NguConfig, device: torch.device) -> dict:
         betas=betas,
         gammas=gammas,
         retrace=retrace,
+        auxiliary_steps=config.auxiliary_steps,
         burn_in=config.burn_in,
         batch_size=config.batch_size,
         min_replay_size=config.min_replay_size,
