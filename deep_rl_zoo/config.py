@@ -124,7 +124,8 @@ class RunConfig:
     num_threads: int = field(
         0,
         "torch CPU threads of the learner's process; 0: auto, every CPU core on Atari (less one per actor "
-        "for a learner that learns while its actors act), 1 elsewhere (small networks are fastest on one).",
+        "for a learner that learns while its actors act, where there is a core per actor), 1 elsewhere "
+        "(small networks are fastest on one).",
     )
     bfloat16: bool = field(
         False,

@@ -133,6 +133,12 @@ class DistributedConfig(RunConfig):
             return 1
         if self.learner_waits_for_actors or self.learner_sets_the_pace:
             return cores
+        # A learner that learns while its actors act (IMPALA): with a core per actor the actors keep theirs
+        # and the learner takes what is left; with fewer cores than actors every process shares every core
+        # anyway, and a thread per core gave the learner 1.22x the env steps/s of one (16 actors on 2
+        # cores, benchmarks/README.md).
+        if cores < self.num_actors:
+            return cores
         return max(1, cores - self.num_actors)
 
 
