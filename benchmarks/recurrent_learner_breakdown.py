@@ -107,7 +107,7 @@ class Timers:
     """Wall and CPU seconds per named part, added up over calls."""
 
     def __init__(self):
-        self.wall, self.cpu, self.calls = defaultdict(float), defaultdict(float), defaultdict(int)
+        self.wall, self.cpu = defaultdict(float), defaultdict(float)
 
     @contextlib.contextmanager
     def part(self, name: str):
@@ -117,7 +117,6 @@ class Timers:
         finally:
             self.wall[name] += time.perf_counter() - wall
             self.cpu[name] += time.process_time() - cpu
-            self.calls[name] += 1
 
     def wrap(self, function, name):
         def timed(*args, **kwargs):

@@ -55,9 +55,9 @@ Changed, and why:
 - Sequences cross episode ends with masking, and the head is plain (no dueling), as in `r2d2.agent`.
 - Classic control learns 5-step double-Q targets with importance-sampling weights 0.6 and R2D2's
   target period and Adam epsilon (what was tuned on MountainCar here); run_atari has NGU's table's
-  (Retrace 0.95, no importance weights, target copy every 1,500 steps, Adam epsilon 1e-4). Its
-  embedding and RND learn every one of the 9 learned transitions of a sequence, as its published
-  MountainCar runs did (not the paper's last 5).
+  (Retrace 0.95, no importance weights, target copy every 1,500 steps, Adam epsilon 1e-4). On classic
+  control the embedding and RND learn every one of the 9 learned transitions of a sequence, as the
+  published MountainCar runs did (not the paper's last 5).
 """
 
 import math
