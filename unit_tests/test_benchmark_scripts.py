@@ -328,7 +328,7 @@ def test_the_recurrent_breakdown_times_every_part_of_the_real_step_and_leaves_th
 
     breakdown = _load("recurrent_learner_breakdown")
     originals = (r2d2_agent.unroll, optimization.gradient_step, optimization.apply_gradients)
-    args = SimpleNamespace(batch_size=1, replay_capacity=2_000, num_threads=1, steps=1)
+    args = SimpleNamespace(batch_size=1, replay_capacity=2_000, num_threads=1, steps=1, set=[])
     result = breakdown.measure(agent, args, bfloat16=False)
     parts = result["parts_cpu"]
     expected = {
