@@ -145,7 +145,7 @@ def _system_round(python_path: str, env_steps: int, folder: str) -> dict:
 
 def baseline_compare(args, lengths):
     """Alternating rounds, the tree at --baseline first, then this one; medians per tree."""
-    here = str(Path(__file__).resolve().parent.parent)
+    here = str(revisions.REPO_ROOT)
     with tempfile.TemporaryDirectory() as folder:
         trees = {f"baseline {args.baseline}": revisions.extract(args.baseline, folder), "this tree": here}
         if args.system:

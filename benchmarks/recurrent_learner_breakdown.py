@@ -198,11 +198,13 @@ def backward_by_network(learner) -> dict[str, tuple[float, float]]:
     data = ngu_agent.sequence_tensors(batch, learner._device)
     per_sequence, _, _, _ = learner.q_loss(data)
     q_loss = (data.weights * per_sequence).mean()
-    # the transitions the learner's own step gives the embedding and RND (older trees: every learned one)
-    k = getattr(learner, "_auxiliary_steps", 0) or data.action.shape[0] - 1 - learner._burn_in
-    inverse_loss, rnd_loss = ngu_agent.auxiliary_losses(
-        learner.networks, data.inputs.observation[-k - 1 :], data.action[-k - 1 : -1], ~data.first[-k:]
-    )
+    if hasattr(learner, "embedding_and_rnd_losses"):  # the learner's own choice of transitions
+        inverse_loss, rnd_loss = learner.embedding_and_rnd_losses(data)
+    else:  # a tree from before --auxiliary_steps: every learned transition
+        b = learner._burn_in
+        inverse_loss, rnd_loss = ngu_agent.auxiliary_losses(
+            learner.networks, data.inputs.observation[b:], data.action[b:-1], ~data.first[b + 1 :]
+        )
     learner._optimizer.zero_grad(set_to_none=True)
     timers = Timers()
     with timers.part("Q loss backward"):

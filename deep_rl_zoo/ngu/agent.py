@@ -767,16 +767,19 @@ class Ngu(R2d2):
         mean_target = (extra.target * extra.mask).sum().item() / max(extra.mask.sum().item(), 1.0)
         return per_sequence, extra.td_error.detach().abs(), extra.mask, {"mean_target": mean_target}
 
+    def embedding_and_rnd_losses(self, data: SequenceTensors) -> tuple[torch.Tensor, torch.Tensor]:
+        """`auxiliary_losses` on the last `auxiliary_steps` transitions of each sequence (0: every learned one)."""
+        k = self._auxiliary_steps or data.action.shape[0] - 1 - self._burn_in
+        return auxiliary_losses(
+            self._networks, data.inputs.observation[-k - 1 :], data.action[-k - 1 : -1], ~data.first[-k:]
+        )
+
     def gradient_step(self) -> None:
         batch = self._replay.sample(self._batch_size, self._importance_sampling_exponent)
         data = sequence_tensors(batch, self._device)
-        b = self._burn_in
         per_sequence, abs_td, mask, q_statistics = self.q_loss(data)
         q_loss = (data.weights * per_sequence).mean()
-        k = self._auxiliary_steps or data.action.shape[0] - 1 - b  # transitions the embedding and RND learn
-        inverse_loss, rnd_loss = auxiliary_losses(
-            self._networks, data.inputs.observation[-k - 1 :], data.action[-k - 1 : -1], ~data.first[-k:]
-        )
+        inverse_loss, rnd_loss = self.embedding_and_rnd_losses(data)
         loss = q_loss + inverse_loss + rnd_loss
         # Each network's gradient clipped on its own; the logged norm is that of all three, before clipping.
         step = optimization.gradient_step(
