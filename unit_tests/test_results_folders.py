@@ -120,6 +120,14 @@ def test_cpu_description_reads_the_model_and_bfloat16_flags(tmp_path):
     assert export.cpu_description(str(cpuinfo)) == ("Some Xeon, AVX-512", "yes: avx512_bf16")
     cpuinfo.write_text("model name\t: Some EPYC\nflags\t\t: fpu avx2\n")
     assert export.cpu_description(str(cpuinfo)) == ("Some EPYC, AVX2", "no")
+    # Sapphire Rapids as a virtual machine names it: the trade marks go, AMX's tiles are named.
+    cpuinfo.write_text(
+        "model name\t: Intel(R) Xeon(R) Processor\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+    )
+    assert export.cpu_description(str(cpuinfo)) == (
+        "Intel Xeon Processor, AVX-512, AMX",
+        "yes: amx_bf16 avx512_bf16",
+    )
 
 
 def test_plot_reads_a_published_folder_without_event_files(run_dir, tmp_path):

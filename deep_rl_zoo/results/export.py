@@ -141,7 +141,7 @@ def read_run_events(run_dir: str, iteration_steps: Sequence[int] = ()) -> RunEve
 
 
 def cpu_description(cpuinfo_path: str = "/proc/cpuinfo") -> tuple[str, str]:
-    """This machine's CPU model (with its widest vector unit, AVX2 or AVX-512) and whether it has native bfloat16 (`yes: amx_bf16 avx512_bf16` / `no`)."""
+    """This machine's CPU model (with its widest vector unit, AVX2 or AVX-512, and AMX where present) and whether it has native bfloat16 (`yes: amx_bf16 avx512_bf16` / `no`)."""
     model, flags = "", set()
     if os.path.isfile(cpuinfo_path):
         with open(cpuinfo_path) as f:
@@ -151,10 +151,12 @@ def cpu_description(cpuinfo_path: str = "/proc/cpuinfo") -> tuple[str, str]:
                     model = value.strip()
                 elif name.strip() == "flags" and not flags:
                     flags = set(value.split())
-    model = model or platform.processor() or platform.machine() or "unknown"
-    # A virtual machine may name only the family ("AMD EPYC"): the widest vector unit says which kind it is.
-    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
-    model = f"{model}, {vector}" if vector else model
+    model = re.sub(r"\((R|TM)\)", "", model or platform.processor() or platform.machine() or "unknown")
+    # A virtual machine may name only the family ("Intel Xeon Processor"): the widest vector unit, and
+    # AMX where present (bfloat16 matrix products in tiles rather than vectors), say which kind it is.
+    units = ["AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""]
+    units.append("AMX" if "amx_tile" in flags else "")
+    model = ", ".join([model] + [unit for unit in units if unit])
     native = [flag for flag in BFLOAT16_FLAGS if flag in flags]
     return model, ("yes: " + " ".join(native)) if native else ("no" if flags else "unknown")
 
