@@ -19,6 +19,8 @@ pixels or the weights):
    on one batch of 8 unrolls of 128 steps (4 epochs x 4 minibatches of 256 + the no-grad forward), and
    `dqn.agent.Dqn`'s gradient step (replay sample of 32, frame-store gather, online + target network),
    with each of `--num_threads` torch thread counts in turn, in float32 and with `--bfloat16`'s torso.
+   `--learners=ppo,dqn,ppo_rnd,ppo_icm` adds PPO-RND's and PPO-ICM's update on the same batch (their own
+   run_atari defaults: PPO-RND's predictor on a quarter of each minibatch, PPO-ICM's 3 epochs and ICM).
 3. `--part=bound`: the arithmetic a learner cannot avoid, per env step, against what this CPU can do.
    torch's own `FlopCounterMode` counts the floating-point operations of the same real learners (a PPO
    update spread over its 8 x 128 env steps; a DQN gradient step spread over its 4 env steps) and of the
@@ -33,11 +35,13 @@ Times are per call, the minimum over `--rounds` rounds in which the contenders t
 machine's load then hits all alike); with one thread the process CPU time is shown too, which load
 distorts less than wall time.
 
-    python benchmarks/atari_learner_speed.py [--part=torso,learners,bound] [--rounds=3] [--num_threads=1,2]
+    python benchmarks/atari_learner_speed.py [--part=torso,learners,bound] [--rounds=3] [--num_threads=1,2] \
+        [--learners=ppo,dqn,ppo_rnd,ppo_icm]
 """
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -60,6 +64,10 @@ from deep_rl_zoo.dqn import train as dqn_train
 from deep_rl_zoo.networks import common, policy
 from deep_rl_zoo.ppo import run_atari as ppo_run_atari
 from deep_rl_zoo.ppo import train as ppo_train
+from deep_rl_zoo.ppo_icm import run_atari as ppo_icm_run_atari
+from deep_rl_zoo.ppo_icm import train as ppo_icm_train
+from deep_rl_zoo.ppo_rnd import run_atari as ppo_rnd_run_atari
+from deep_rl_zoo.ppo_rnd import train as ppo_rnd_train
 
 SHAPE = (4, 84, 84)
 NUM_ACTIONS = 6  # Pong
@@ -218,11 +226,23 @@ def _random_unroll(index: int, length: int, rng: np.random.Generator) -> unrolls
     )
 
 
-def build_ppo(rng: np.random.Generator) -> tuple[object, list[unrolls.Unroll]]:
-    """PPO's learner as `run_atari` builds it, and one batch of random unrolls for it."""
-    ppo_config = ppo_train.PpoConfig(**ppo_run_atari.DEFAULTS, seed=1)
-    ppo = ppo_train.build_learner(ppo_config, _FakeAtariEnv(), torch.device("cpu")).learner
-    return ppo, [_random_unroll(i, ppo_config.unroll_length, rng) for i in range(ppo_config.num_actors)]
+PPO_FAMILY = {  # name: (train module, run_atari module, config class)
+    "ppo": (ppo_train, ppo_run_atari, ppo_train.PpoConfig),
+    "ppo_rnd": (ppo_rnd_train, ppo_rnd_run_atari, ppo_rnd_train.PpoRndConfig),
+    "ppo_icm": (ppo_icm_train, ppo_icm_run_atari, ppo_icm_train.PpoIcmConfig),
+}
+
+
+def build_ppo(rng: np.random.Generator, name: str = "ppo") -> tuple[object, list[unrolls.Unroll]]:
+    """The learner of PPO (or PPO-RND, PPO-ICM) as `run_atari` builds it, PPO-RND's past its observation
+    warm-up so that `learn` updates, and one batch of random unrolls for it: one per env, 8 x 128 env
+    steps however the envs are spread over actor processes."""
+    train, run_atari, config_cls = PPO_FAMILY[name]
+    config = config_cls(**run_atari.DEFAULTS, seed=1)
+    learner = train.build_learner(config, _FakeAtariEnv(), torch.device("cpu")).learner
+    learner._optimisation.env_steps = getattr(config, "observation_warmup_steps", 0)
+    envs = config.num_actors * config.num_envs
+    return learner, [_random_unroll(i, config.unroll_length, rng) for i in range(envs)]
 
 
 def build_dqn(rng: np.random.Generator, warm_up: int = 1_000) -> tuple[object, dqn_train.DqnConfig]:
@@ -238,17 +258,29 @@ def build_dqn(rng: np.random.Generator, warm_up: int = 1_000) -> tuple[object, d
     return dqn, dqn_config
 
 
-def time_learners(rounds: int, thread_counts: list[int], timer: Timer) -> None:
+LEARNERS = ("ppo", "dqn", "ppo_rnd", "ppo_icm")  # "dqn" and the PPO_FAMILY
+
+
+def time_learners(rounds: int, thread_counts: list[int], timer: Timer, learners: list[str]) -> None:
     rng = np.random.default_rng(0)
-    (ppo, batch), (dqn, _) = build_ppo(rng), build_dqn(rng)
+    tasks = []  # (name, call, calls per timing)
+    for name in learners:
+        if name == "dqn":
+            dqn, _ = build_dqn(rng)
+            tasks.append(("dqn gradient step (batch 32)", dqn._learn, 10))
+        else:
+            learner, batch = build_ppo(rng, name)
+            tasks.append(
+                (f"{name} learn (one update: 8 x 128 env steps)", functools.partial(learner.learn, batch), 1)
+            )
     for _ in range(rounds):
         for threads in thread_counts:
             torch.set_num_threads(threads)
             for bfloat16 in (False, True):
                 way = f"{threads} thread(s)" + (" bf16" if bfloat16 else "")
                 with bfloat16_torsos(bfloat16):
-                    timer.time(("ppo learn (one update: 8 x 128 env steps)", way), lambda: ppo.learn(batch))
-                    timer.time(("dqn gradient step (batch 32)", way), dqn._learn, calls=10)
+                    for task, call, calls in tasks:
+                        timer.time((task, way), call, calls=calls)
 
 
 def counted_flops(fn) -> int:
@@ -318,6 +350,11 @@ def main() -> int:
         default="1",
         help="torch CPU threads; the learners part takes a list (1,2) and alternates.",
     )
+    parser.add_argument(
+        "--learners",
+        default="ppo,dqn",
+        help=f"The learners part's learners, comma-separated, of {','.join(LEARNERS)}.",
+    )
     args = parser.parse_args()
     parts = set(args.part.split(","))
     try:
@@ -329,9 +366,11 @@ def main() -> int:
         or args.rounds < 1
         or not thread_counts
         or min(thread_counts) < 1
+        or not set(args.learners.split(",")) <= set(LEARNERS)
     ):
         raise SystemExit(
-            f"bad arguments {vars(args)}: --part takes torso,learners,bound; --rounds, --num_threads >= 1"
+            f"bad arguments {vars(args)}: --part takes torso,learners,bound; --rounds, --num_threads >= 1; "
+            f"--learners of {','.join(LEARNERS)}"
         )
     torch.set_num_threads(thread_counts[0])
     with open("/proc/loadavg") as f:
@@ -344,7 +383,7 @@ def main() -> int:
     if "torso" in parts:
         time_torso(args.rounds, timer)
     if "learners" in parts:
-        time_learners(args.rounds, thread_counts, timer)
+        time_learners(args.rounds, thread_counts, timer, args.learners.split(","))
     timer.report(show_cpu=thread_counts == [1], baseline="plain")
     if "bound" in parts:
         torch.set_num_threads(os.cpu_count() or 1)  # the rate of the whole CPU, whatever --num_threads says
