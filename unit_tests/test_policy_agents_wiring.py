@@ -996,6 +996,16 @@ def test_ppo_rnd_predictor_learns_only_from_its_proportion_of_the_minibatch():
     # a proportion so small that no transition of the 3 is drawn: the predictor gets no gradient at all
     _ppo_rnd(network, rnd, optimizer, predictor_proportion=1e-9).learn([_unroll(0, **RND_UNROLL)])
     assert optimizer.grad(rnd.w).item() == 0.0
+    # Half of them: the loss's forward pass sees only the drawn next observations (the advantages' pass
+    # before it sees all three), and the gradient is their mean: d/dw mean (w s)^2 = 2 sum s^2 / n at w = 1.
+    network, rnd, optimizer = _rnd_parts()
+    _ppo_rnd(network, rnd, optimizer, predictor_proportion=0.5).learn([_unroll(0, **RND_UNROLL)])
+    forwards = [states for call, states in rnd.calls if call == "forward"]
+    assert forwards[0] == [1.0, 2.0, 3.0] and len(forwards) == 2
+    drawn = forwards[1]
+    assert 0 < len(drawn) < 3 and set(drawn) < {1.0, 2.0, 3.0}  # seed 0 draws a strict subset
+    expected = 2 * sum(state**2 for state in drawn) / len(drawn)
+    torch.testing.assert_close(optimizer.grad(rnd.w), torch.tensor(expected))
 
 
 def test_ppo_rnd_learns_from_scaled_extrinsic_rewards():
@@ -1050,6 +1060,26 @@ def test_ppo_icm_intrinsic_reward_is_the_forward_error_of_each_transition_and_no
     batch = _batch_of(_unroll(0, **ICM_UNROLL, valid=[True, False, True]))  # pair 1 links two episodes
     # eta / 2 * (phi(s_t) + 0 - phi(s_{t+1}))^2 = (2 / 2) * (1, 2, 3)^2, and 0 on the reset pair
     torch.testing.assert_close(learner.intrinsic_rewards(batch)[:, 0], torch.tensor([1.0, 0.0, 9.0]))
+
+
+@pytest.mark.parametrize("agent", ["ppo_rnd", "ppo_icm"])
+def test_curious_ppo_takes_pi_old_of_each_pair_from_its_own_state(agent):
+    # One epoch of one minibatch at learning rate 0: the step's log pi(a | s) equals pi_old's exactly
+    # (ratio 1, approx KL and clip fraction 0) if pi_old of pair t was read off s_t's row of the values'
+    # forward pass, the reset pair skipped. Each state has its own logits (0, s / 2), so pi_old read off
+    # any other row gives a ratio != 1.
+    if agent == "ppo_rnd":
+        network, rnd, optimizer = _rnd_parts(num_states=7)
+        learner = _ppo_rnd(network, rnd, optimizer)
+    else:
+        network, icm, optimizer = _icm_parts()
+        learner = _ppo_icm(network, icm, optimizer)
+    with torch.no_grad():
+        network.logits.copy_(torch.tensor([[0.0, s / 2] for s in range(7)]))
+    learner.learn([_unroll(0, **ICM_UNROLL, valid=[True, False, True])])  # pair 1 links two episodes
+    assert len(optimizer.steps) == 1
+    assert learner.statistics["approx_kl"] == 0.0
+    assert learner.statistics["clip_fraction"] == 0.0
 
 
 def test_ppo_icm_reads_observations_through_the_policy_normaliser():

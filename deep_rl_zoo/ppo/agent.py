@@ -268,12 +268,11 @@ class Ppo:
         observation = batch.observation[:-1].flatten(0, 1)[valid]
         action = batch.action.flatten(0, 1)[valid]
         # One no-grad forward over s_0 .. s_T gives both the critic's targets and pi_old, with the very
-        # parameters the actors sampled from (a second forward for pi_old would cost ~10% of an Atari update).
+        # parameters the actors sampled from.
         with torch.no_grad():
             output = self._network(batch.observation.flatten(0, 1))
             values = output.value.reshape(num_steps + 1, num_unrolls)
-            old_policy = type(output)(*(field[: num_steps * num_unrolls][valid] for field in output))
-            old_log_prob = old_policy.distribution().log_prob(action)
+            old_log_prob = unrolls.pairs_log_prob(output, action, valid)
         advantages, targets = unrolls.advantages_and_returns(batch, values, self._discount, self._gae_lambda)
         old_value = values[:-1].flatten()[valid]
         advantages, targets = advantages.flatten()[valid], targets.flatten()[valid]

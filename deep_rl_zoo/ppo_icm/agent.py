@@ -24,6 +24,7 @@ the running std of its discounted return, as in RND, so that eta does not depend
 """
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -34,6 +35,17 @@ from deep_rl_zoo.networks.curiosity import IntrinsicCuriosityModule
 from deep_rl_zoo.normalizers import ObservationNormalizer, RewardScaler
 from deep_rl_zoo.ppo.agent import PpoOptimisation, sorted_batch
 from deep_rl_zoo.schedules import LinearSchedule
+
+
+class IcmAdvantages(NamedTuple):
+    """GAE advantages and value targets of the summed rewards, values, intrinsic rewards ([T, B], values
+    [T + 1, B]), and the no-grad network output over s_0 .. s_T that gave the values (pi_old for the update)."""
+
+    advantage: torch.Tensor
+    target: torch.Tensor
+    value: torch.Tensor
+    intrinsic_reward: torch.Tensor
+    network_output: NamedTuple
 
 
 class PpoIcm:
@@ -143,20 +155,19 @@ class PpoIcm:
             )  # fmt: skip
         return torch.where(batch.valid, icm.extra.intrinsic_reward.reshape(num_steps, num_unrolls), 0.0)
 
-    def advantages(
-        self, batch: unrolls.UnrollBatch, streams: list[int]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(advantages, value targets, values [T + 1, B], intrinsic rewards) of a batch: GAE of the summed
-        extrinsic and intrinsic rewards with the parameters that collected it."""
+    def advantages(self, batch: unrolls.UnrollBatch, streams: list[int]) -> IcmAdvantages:
+        """GAE of the summed extrinsic and intrinsic rewards of a batch, with the parameters that collected
+        it."""
         num_steps, num_unrolls = batch.reward.shape
         r_int = self.intrinsic_rewards(batch)
         if self._intrinsic_normalizer is not None:
             r_int = self._intrinsic_normalizer.normalize(r_int, batch.valid, streams).to(r_int.dtype)
         with torch.no_grad():
-            values = self._network(batch.observation.flatten(0, 1)).value.reshape(num_steps + 1, num_unrolls)
+            output = self._network(batch.observation.flatten(0, 1))
+            values = output.value.reshape(num_steps + 1, num_unrolls)
         summed = batch._replace(reward=batch.reward + r_int)
         advantages, targets = unrolls.advantages_and_returns(summed, values, self._discount, self._gae_lambda)
-        return advantages, targets, values, r_int
+        return IcmAdvantages(advantages, targets, values, r_int, output)
 
     @property
     def should_stop(self) -> Callable[[], bool]:
@@ -169,24 +180,25 @@ class PpoIcm:
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         batch = sorted_batch(payloads, self._extrinsic_reward_scaler, self._device)
-        advantages, targets, values, r_int = self.advantages(batch, sorted(u.actor_index for u in payloads))
+        advantages, targets, _, r_int, network_output = self.advantages(
+            batch, sorted(u.actor_index for u in payloads)
+        )
 
         valid = batch.valid.flatten()  # drop the pairs from an episode's last state to a reset
         observation = batch.observation[:-1].flatten(0, 1)[valid]
         next_observation = batch.observation[1:].flatten(0, 1)[valid]
         action = batch.action.flatten(0, 1)[valid]
         advantages, targets = advantages.flatten()[valid], targets.flatten()[valid]
-        with torch.no_grad():  # pi_old: these are the very parameters the actors sampled from
-            old_log_prob = self._network(observation).distribution().log_prob(action)
+        # pi_old from the values' forward: the very parameters the actors sampled from.
+        old_log_prob = unrolls.pairs_log_prob(network_output, action, valid)
 
         def minibatch_loss(index: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-            log_prob, entropy, value = unrolls.evaluate_actions(
-                self._network, observation[index], action[index]
-            )
+            s_t = observation.index_select(0, index)  # copies ~2x faster than observation[index]
+            log_prob, entropy, value = unrolls.evaluate_actions(self._network, s_t, action[index])
             terms = self._optimisation.policy_terms(log_prob, old_log_prob[index], advantages[index], entropy)
             critic = policy_gradient.value_loss(value, targets[index])
             output = self._icm(
-                self._icm_input(observation[index]), action[index], self._icm_input(next_observation[index])
+                self._icm_input(s_t), action[index], self._icm_input(next_observation.index_select(0, index))
             )
             icm = intrinsic_rewards.icm_loss(
                 output.predicted_phi_tp1, output.phi_tp1, output.inverse_logits, action[index],

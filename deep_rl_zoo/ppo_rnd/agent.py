@@ -41,7 +41,8 @@ from deep_rl_zoo.schedules import LinearSchedule
 
 
 class RndAdvantages(NamedTuple):
-    """`intrinsic_rewards.TwoStreamAdvantages` and the scaled intrinsic rewards they came from, [T, B]."""
+    """`intrinsic_rewards.TwoStreamAdvantages` and the scaled intrinsic rewards they came from, [T, B], and
+    the no-grad network output over s_0 .. s_T that gave their values (pi_old for the update)."""
 
     advantage: torch.Tensor
     extrinsic_target: torch.Tensor
@@ -49,6 +50,7 @@ class RndAdvantages(NamedTuple):
     extrinsic_advantage: torch.Tensor
     intrinsic_advantage: torch.Tensor
     intrinsic_reward: torch.Tensor
+    network_output: NamedTuple
 
 
 class PpoRnd:
@@ -178,11 +180,11 @@ class PpoRnd:
         advantage = advantages.advantage.flatten()[valid]
         extrinsic_target = advantages.extrinsic_target.flatten()[valid]
         intrinsic_target = advantages.intrinsic_target.flatten()[valid]
-        with torch.no_grad():  # pi_old: these are the very parameters the actors sampled from
-            old_log_prob = self._network(observation).distribution().log_prob(action)
+        # pi_old from the values' forward: the very parameters the actors sampled from.
+        old_log_prob = unrolls.pairs_log_prob(advantages.network_output, action, valid)
 
         def minibatch_loss(index: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-            output = self._network(observation[index])
+            output = self._network(observation.index_select(0, index))  # copies ~2x faster than [index]
             distribution = output.distribution()
             terms = self._optimisation.policy_terms(
                 distribution.log_prob(action[index]), old_log_prob[index], advantage[index],
@@ -190,7 +192,7 @@ class PpoRnd:
             )  # fmt: skip
             extrinsic_value = policy_gradient.value_loss(output.extrinsic_value, extrinsic_target[index])
             intrinsic_value = policy_gradient.value_loss(output.intrinsic_value, intrinsic_target[index])
-            predictor_loss = self._predictor_loss(next_observation[index])
+            predictor_loss = self._predictor_loss(next_observation.index_select(0, index))
             loss = (
                 terms.policy_loss
                 + self._value_coef * (extrinsic_value.loss.mean() + intrinsic_value.loss.mean())
@@ -222,13 +224,16 @@ class PpoRnd:
 
     def _predictor_loss(self, next_observation: torch.Tensor) -> torch.Tensor:
         """The predictor's mean error on a random `predictor_proportion` of the minibatch only (the paper's
-        way of keeping its effective batch size fixed as actors are added)."""
-        prediction, target = self._rnd(next_observation)
-        error = intrinsic_rewards.rnd_prediction_error(prediction, target)
-        mask = torch.as_tensor(
-            self._rng.random(error.shape[0]) < self._predictor_proportion, device=self._device
-        ).to(error.dtype)
-        return (error * mask).sum() / mask.sum().clamp(min=1.0)
+        way of keeping its effective batch size fixed as actors are added). Only the chosen frames go
+        through the target and the predictor: the others would add nothing to the loss or its gradient
+        (with the default 0.25 they were three quarters of RND's work in each minibatch)."""
+        keep = torch.as_tensor(
+            self._rng.random(next_observation.shape[0]) < self._predictor_proportion, device=self._device
+        )
+        if not keep.any():
+            return torch.zeros((), device=self._device)
+        prediction, target = self._rnd(next_observation[keep])
+        return intrinsic_rewards.rnd_prediction_error(prediction, target).mean()
 
     def advantages(self, batch: unrolls.UnrollBatch, streams: list[int]) -> RndAdvantages:
         """Intrinsic rewards of the batch (updating the intrinsic return statistics) and the combined
@@ -249,7 +254,7 @@ class PpoRnd:
             lambda_=self._gae_lambda, extrinsic_coef=self._extrinsic_coef,
             intrinsic_coef=self._intrinsic_coef,
         )  # fmt: skip
-        return RndAdvantages(*two, intrinsic_reward=r_int)
+        return RndAdvantages(*two, intrinsic_reward=r_int, network_output=output)
 
     def _update_observation_statistics(self, batch: unrolls.UnrollBatch) -> None:
         self._rnd.update_statistics(batch.observation[1:].flatten(0, 1))
