@@ -41,6 +41,16 @@ def _conv_macs(in_channels: int, out_channels: int, kernel: int, out_side: int) 
     return out_channels * out_side * out_side * in_channels * kernel * kernel
 
 
+@pytest.mark.parametrize("name", ["ppo", "ppo_rnd", "ppo_icm"])
+def test_the_learner_benchmark_times_an_update_of_8_envs_x_128_steps(name):
+    """`--part=learners` times the update of run_atari's batch, one unroll per env, however the envs are
+    spread over actor processes (2 x 4 on 2 cores gave it one unroll per process, a quarter of it)."""
+    learner_speed = _load("atari_learner_speed")
+    _, batch = learner_speed.build_ppo(np.random.default_rng(0), name)
+    assert sorted(u.actor_index for u in batch) == list(range(8))
+    assert {len(u.reward) for u in batch} == {128}
+
+
 def test_the_bound_counts_exactly_the_arithmetic_of_dqns_acting_and_gradient_step():
     """`--part=bound` of atari_learner_speed: the Nature CNN's operations counted by hand (84x84x4 ->
     conv 8x8/4 -> 20x20x32 -> conv 4x4/2 -> 9x9x64 -> conv 3x3/1 -> 7x7x64 -> 512 -> 6 actions), and a
