@@ -446,21 +446,27 @@ def test_the_speed_table_counts_the_cpu_of_the_runs_processes_and_only_theirs():
     test's process."""
     speed_table = _load("atari_speed_table")
     burn = (
-        "import subprocess, sys, time\n"
+        "import subprocess, sys\n"
         "code = 'import time\\nend = time.process_time() + 0.6\\nwhile time.process_time() < end: pass'\n"
         "subprocess.run([sys.executable, '-c', code], check=True)\n"
-        "time.sleep(1.0)\n"
+        "print('reaped', flush=True)\n"
+        "sys.stdin.read()  # lives on until the test has sampled it\n"
     )
-    child = subprocess.Popen([sys.executable, "-c", burn], start_new_session=True)
-    time.sleep(0.1)
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     busy_here = time.process_time() + 0.3
     while time.process_time() < busy_here:  # this process's CPU must not be counted
         pass
-    usage = []
-    while child.poll() is None:
-        usage.append(speed_table.session_usage(child.pid))
-        time.sleep(0.05)
-    assert child.returncode == 0
-    cpu_s = usage[-1][0]  # a sample from the child's last second, after its own child was reaped
+    usage = [speed_table.session_usage(child.pid)]  # while the burn may still run
+    assert child.stdout.readline() == "reaped\n"  # (waiting for it however loaded the machine is)
+    usage.append(speed_table.session_usage(child.pid))
+    child.stdin.close()
+    assert child.wait(timeout=60) == 0
+    cpu_s = usage[-1][0]  # a sample taken after the child's own child was reaped
     assert 0.6 <= cpu_s < 0.6 + 0.5, cpu_s  # the burn plus two interpreters' start-up
     assert max(rss for _, rss in usage) > 5 * 2**20  # a Python process holds megabytes
