@@ -72,6 +72,7 @@ _TITLES = {
     "train/episode_return": "training return (per episode)",
     "train/mean_episode_return": "training return (mean per iteration)",
     "train/episode_rooms": "rooms visited (per training episode)",
+    "train/episode_length": "episode length, env steps (per training episode)",
 }
 
 
