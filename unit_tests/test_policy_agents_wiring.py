@@ -1093,7 +1093,7 @@ def test_ppo_icm_reads_observations_through_the_policy_normaliser():
 def test_ppo_icm_scales_the_intrinsic_reward_by_the_std_of_its_return_when_asked():
     network, icm, optimizer = _icm_parts()
     learner = _ppo_icm(network, icm, optimizer, normalize_intrinsic_reward=True)
-    r_int = learner.advantages(_batch_of(_unroll(0, **ICM_UNROLL)), [0])[3][:, 0]
+    r_int = learner.advantages(_batch_of(_unroll(0, **ICM_UNROLL)), [0]).intrinsic_reward[:, 0]
     # raw 1, 4, 9; returns with gamma 0.99: 1, 4 + 0.99 = 4.99, 9 + 0.99 * 4.99 = 13.9401, whose
     # population std is the scale (the running moments start from a count of 1e-4 only)
     std = float(np.std([1.0, 4.99, 13.9401]))

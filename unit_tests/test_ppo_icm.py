@@ -47,7 +47,8 @@ def test_advantages_scale_with_eta(tmp_path):
     batch = stacked([_unroll(0), _unroll(1)])  # extrinsic reward 0 everywhere
     options = dict(zero_critic=True, normalize_intrinsic_reward=False)
     advantages = {
-        eta: _learner(tmp_path, eta=eta, **options).advantages(batch, [0, 1])[0] for eta in (0.0, 1.0, 2.0)
+        eta: _learner(tmp_path, eta=eta, **options).advantages(batch, [0, 1]).advantage
+        for eta in (0.0, 1.0, 2.0)
     }
     valid = batch.valid
     # With V = 0 and no extrinsic reward, A = GAE(eta * L_F), linear in eta: 0, A, 2A.

@@ -38,12 +38,11 @@ from deep_rl_zoo.schedules import LinearSchedule
 
 
 class IcmAdvantages(NamedTuple):
-    """GAE advantages and value targets of the summed rewards, values, intrinsic rewards ([T, B], values
-    [T + 1, B]), and the no-grad network output over s_0 .. s_T that gave the values (pi_old for the update)."""
+    """GAE advantages and value targets of the summed rewards and the intrinsic rewards, [T, B], and the
+    no-grad network output over s_0 .. s_T that gave the values (pi_old for the update)."""
 
     advantage: torch.Tensor
     target: torch.Tensor
-    value: torch.Tensor
     intrinsic_reward: torch.Tensor
     network_output: NamedTuple
 
@@ -167,7 +166,7 @@ class PpoIcm:
             values = output.value.reshape(num_steps + 1, num_unrolls)
         summed = batch._replace(reward=batch.reward + r_int)
         advantages, targets = unrolls.advantages_and_returns(summed, values, self._discount, self._gae_lambda)
-        return IcmAdvantages(advantages, targets, values, r_int, output)
+        return IcmAdvantages(advantages, targets, r_int, output)
 
     @property
     def should_stop(self) -> Callable[[], bool]:
@@ -180,7 +179,7 @@ class PpoIcm:
 
     def learn(self, payloads: list[unrolls.Unroll]) -> None:
         batch = sorted_batch(payloads, self._extrinsic_reward_scaler, self._device)
-        advantages, targets, _, r_int, network_output = self.advantages(
+        advantages, targets, r_int, network_output = self.advantages(
             batch, sorted(u.actor_index for u in payloads)
         )
 

@@ -192,7 +192,7 @@ class PpoRnd:
             )  # fmt: skip
             extrinsic_value = policy_gradient.value_loss(output.extrinsic_value, extrinsic_target[index])
             intrinsic_value = policy_gradient.value_loss(output.intrinsic_value, intrinsic_target[index])
-            predictor_loss = self._predictor_loss(next_observation.index_select(0, index))
+            predictor_loss = self._predictor_loss(next_observation, index)
             loss = (
                 terms.policy_loss
                 + self._value_coef * (extrinsic_value.loss.mean() + intrinsic_value.loss.mean())
@@ -222,17 +222,17 @@ class PpoRnd:
             }
         )
 
-    def _predictor_loss(self, next_observation: torch.Tensor) -> torch.Tensor:
-        """The predictor's mean error on a random `predictor_proportion` of the minibatch only (the paper's
-        way of keeping its effective batch size fixed as actors are added). Only the chosen frames go
-        through the target and the predictor: the others would add nothing to the loss or its gradient
-        (with the default 0.25 they were three quarters of RND's work in each minibatch)."""
+    def _predictor_loss(self, next_observation: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """The predictor's mean error on a random `predictor_proportion` of the minibatch `index` only (the
+        paper's way of keeping its effective batch size fixed as actors are added). Only the chosen frames
+        are copied and go through the target and the predictor: the others would add nothing to the loss
+        or its gradient (with the default 0.25 they were three quarters of RND's work in each minibatch)."""
         keep = torch.as_tensor(
-            self._rng.random(next_observation.shape[0]) < self._predictor_proportion, device=self._device
+            self._rng.random(index.shape[0]) < self._predictor_proportion, device=self._device
         )
         if not keep.any():
             return torch.zeros((), device=self._device)
-        prediction, target = self._rnd(next_observation[keep])
+        prediction, target = self._rnd(next_observation.index_select(0, index[keep]))
         return intrinsic_rewards.rnd_prediction_error(prediction, target).mean()
 
     def advantages(self, batch: unrolls.UnrollBatch, streams: list[int]) -> RndAdvantages:

@@ -427,15 +427,15 @@ MUTANTS = [
     Mutant(
         "ppo_rnd/predictor-learns-from-the-current-observation",
         PPO_RND,
-        "predictor_loss = self._predictor_loss(next_observation.index_select(0, index))",
-        "predictor_loss = self._predictor_loss(observation.index_select(0, index))",
+        "predictor_loss = self._predictor_loss(next_observation, index)",
+        "predictor_loss = self._predictor_loss(observation, index)",
         "the predictor learns other states than those it is asked about",
     ),
     Mutant(
         "ppo_rnd/predictor-proportion-ignored",
         PPO_RND,
-        "self._rng.random(next_observation.shape[0]) < self._predictor_proportion",
-        "self._rng.random(next_observation.shape[0]) < 1.0",
+        "self._rng.random(index.shape[0]) < self._predictor_proportion",
+        "self._rng.random(index.shape[0]) < 1.0",
         "--predictor_proportion silently does nothing: the predictor catches up 4x faster than the paper's",
     ),
     Mutant(
