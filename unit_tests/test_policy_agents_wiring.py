@@ -282,6 +282,17 @@ def test_reinforce_baseline_policy_follows_return_minus_value_and_critic_regress
     torch.testing.assert_close(optimizer.grad(critic.values), torch.tensor([-2.0, 1.0, -2.0, 0.0]) / 3)
 
 
+@pytest.mark.parametrize("chunk_size", [1, 2])
+def test_reinforce_baseline_chunked_episode_gives_the_same_gradients(monkeypatch, chunk_size):
+    # The baseline learns in REINFORCE's chunks: values, policy and critic gradients as in one pass.
+    monkeypatch.setattr(reinforce_agent, "LEARN_CHUNK_SIZE", chunk_size)
+    agent, policy, critic, optimizer = _reinforce_baseline([1.0, 5.0, 2.0, 0.0])
+    _play(agent, [1.0, 2.0, 4.0], end="terminated", actions=[0, 1, 1])
+    expected_policy = _pg_rows([0, 1, 1], [2.0, -1.0, 2.0], num_states=4, num_transitions=3)
+    torch.testing.assert_close(optimizer.grad(policy.logits), expected_policy)
+    torch.testing.assert_close(optimizer.grad(critic.values), torch.tensor([-2.0, 1.0, -2.0, 0.0]) / 3)
+
+
 def test_reinforce_baseline_normalises_the_advantages():
     agent, policy, critic, optimizer = _reinforce_baseline([1.0, 5.0, 2.0, 0.0], normalize_advantages=True)
     _play(agent, [1.0, 2.0, 4.0], end="terminated", actions=[0, 1, 1])

@@ -4,23 +4,18 @@ Barto 2018, section 13.4): at the end of each episode, the policy follows
 (G_t - V(s_t)) * grad log pi(a_t | s_t), and the critic V regresses on the Monte-Carlo returns G_t.
 Subtracting a state-dependent baseline leaves the gradient unbiased and lowers its variance."""
 
-import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import multistep, policy_gradient
+from deep_rl_zoo import policy_gradient
 from deep_rl_zoo.optimization import apply_gradients
-from deep_rl_zoo.types_ import TimeStep
-
-# Steps per forward/backward pass when learning from an episode: gradients of the chunks accumulate, so
-# a long Atari episode never needs all its activations in memory at once.
-LEARN_CHUNK_SIZE = 1024
+from deep_rl_zoo.reinforce.agent import EpisodeAgent, episode_chunks
 
 
-class ReinforceBaseline:
+class ReinforceBaseline(EpisodeAgent):
     """REINFORCE with a state-value baseline; one update of actor and critic per episode (or life).
 
-    Episode memory is as in `reinforce.agent.Reinforce`: s_0..s_{T-1}, a_0..a_{T-1}, r_0..r_{T-1}.
+    Episode memory as in `reinforce.agent.EpisodeAgent`: s_0..s_{T-1}, a_0..a_{T-1}, r_0..r_{T-1}.
     The returns are Monte-Carlo returns cut at the end of the episode, so a truncated episode is
     learnt like a terminated one: the baseline is only subtracted, never bootstrapped from.
     """
@@ -49,59 +44,25 @@ class ReinforceBaseline:
           entropy_coef: weight of the entropy bonus.
           max_grad_norm: gradient-norm clip of each network; 0 disables it.
         """
-        self._policy_network = policy_network
+        super().__init__(policy_network, discount, device)
         self._value_network = value_network
         self._optimizer = optimizer
-        self._discount = discount
         self._normalize_advantages = normalize_advantages
         self._entropy_coef = entropy_coef
         self._max_grad_norm = max_grad_norm
-        self._device = device
-        self._observations: list[np.ndarray] = []
-        self._actions: list[int] = []
-        self._rewards: list[float] = []
-        self._env_steps = 0
-        self._learner_steps = 0
         self._stats = dict.fromkeys(
             ("loss", "grad_norm", "policy_loss", "value_loss", "entropy", "advantage_std"), float("nan")
         )
 
-    def step(self, timestep: TimeStep) -> int:
-        """Records `timestep`; at the end of an episode learns from it; returns a sampled action."""
-        if not timestep.first:
-            self._env_steps += 1
-            self._rewards.append(timestep.reward)
-        if timestep.last:
-            self._learn()
-            return 0  # ignored by the loop
-        action = self._act(timestep.observation)
-        self._observations.append(timestep.observation)
-        self._actions.append(action)
-        return action
-
-    def reset(self) -> None:
-        self._observations, self._actions, self._rewards = [], [], []
-
-    @torch.no_grad()
-    def _act(self, observation: np.ndarray) -> int:
-        x = torch.as_tensor(observation, device=self._device).unsqueeze(0)
-        return int(self._policy_network(x).distribution().sample().item())
-
     def _learn(self) -> None:
         num_steps = len(self._rewards)
-        if num_steps == 0:
-            return
-        r_t = torch.tensor(self._rewards, dtype=torch.float32).unsqueeze(1)
-        discount_t = torch.full_like(r_t, self._discount)
-        discount_t[-1] = 0.0  # the return stops at the end of the episode, terminated or truncated
-        returns = multistep.discounted_returns(r_t, discount_t, torch.zeros(1)).squeeze(1).to(self._device)
-        observations = torch.as_tensor(np.stack(self._observations))
-        actions = torch.as_tensor(self._actions, dtype=torch.int64)
+        returns, observations, actions = self._episode()
+        returns = returns.to(self._device)
         with torch.no_grad():
             values = torch.cat(
                 [
-                    self._value_network(observations[i : i + LEARN_CHUNK_SIZE].to(self._device)).value
-                    for i in range(0, num_steps, LEARN_CHUNK_SIZE)
+                    self._value_network(observations[chunk].to(self._device)).value
+                    for chunk in episode_chunks(num_steps)
                 ]
             )
         advantages = returns - values
@@ -110,8 +71,7 @@ class ReinforceBaseline:
 
         self._optimizer.zero_grad(set_to_none=True)
         sums = dict.fromkeys(("policy_loss", "value_loss", "entropy"), 0.0)
-        for start in range(0, num_steps, LEARN_CHUNK_SIZE):
-            chunk = slice(start, start + LEARN_CHUNK_SIZE)
+        for chunk in episode_chunks(num_steps):
             x = observations[chunk].to(self._device)
             dist = self._policy_network(x).distribution()
             pg = policy_gradient.policy_gradient_loss(
@@ -136,10 +96,6 @@ class ReinforceBaseline:
         stats["grad_norm"] = step.grad_norm
         stats["advantage_std"] = advantages.std().item() if num_steps > 1 else 0.0
         self._stats = stats
-
-    @property
-    def statistics(self) -> dict[str, float]:
-        return {**self._stats, "learner_steps": self._learner_steps}
 
     def state_dict(self) -> dict:
         return {

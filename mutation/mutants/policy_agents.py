@@ -63,8 +63,8 @@ MUTANTS = [
     Mutant(
         "reinforce/gradient-clip-skipped",
         REINFORCE,
-        "            self._network.parameters(),\n            self._max_grad_norm,",
-        "            self._network.parameters(),\n            0.0,",
+        "            self._policy_network.parameters(),\n            self._max_grad_norm,",
+        "            self._policy_network.parameters(),\n            0.0,",
         "--max_grad_norm silently does nothing",
     ),
     # ---- REINFORCE with baseline
