@@ -297,18 +297,9 @@ def run_single_thread_training_iterations(
         if stop is not None and stop.requested:
             save_and_stop(iteration, done + train_stats.num_steps)
 
-        eval_start = time.perf_counter()
-        eval_summary = run_evaluation_phase(
-            num_eval_steps,
-            eval_env,
-            eval_agent,
-            seed + 7919 + iteration,
-            iteration,
-            show_progress,
-            eval_stats,
-            stop,
+        eval_summary = evaluate_iteration(
+            iteration, num_eval_steps, eval_env, eval_agent, seed, show_progress, eval_stats, loop_state, stop
         )
-        loop_state.eval_seconds += time.perf_counter() - eval_start  # a stopped one too: the time passed
         if stop is not None and stop.requested:
             save_and_stop(iteration, num_train_steps)
         train_summary = train_stats.summary()
@@ -398,6 +389,35 @@ def run_evaluation_phase(
         eval_summary["unfinished_episode_return"] = eval_stats.current_return
         eval_summary["unfinished_episode_length"] = eval_stats.current_length
     return eval_summary
+
+
+def evaluate_iteration(
+    iteration: int,
+    num_eval_steps: int,
+    eval_env: gym.Env,
+    eval_agent: Agent,
+    seed: int,
+    show_progress: bool,
+    eval_stats: trackers.PhaseStats,
+    loop_state: "LoopState",
+    stop: StopRequest | None = None,
+) -> dict[str, float]:
+    """The evaluation phase that ends `iteration` of a run seeded `seed`: its games are seeded
+    seed + 7919 + iteration, apart from the training envs' seeds and from every other iteration's, and its
+    wall time adds to `loop_state.eval_seconds` (a stopped phase's too: the time passed)."""
+    start = time.perf_counter()
+    summary = run_evaluation_phase(
+        num_eval_steps,
+        eval_env,
+        eval_agent,
+        seed + 7919 + iteration,
+        iteration,
+        show_progress,
+        eval_stats,
+        stop,
+    )
+    loop_state.eval_seconds += time.perf_counter() - start
+    return summary
 
 
 def finish_iteration(

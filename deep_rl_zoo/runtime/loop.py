@@ -16,9 +16,9 @@ from deep_rl_zoo.main_loop import (
     RunClock,
     StopRequest,
     WarmUpNotice,
+    evaluate_iteration,
     finish_iteration,
     phase_progress_bar,
-    run_evaluation_phase,
     save_interrupted_and_stop,
 )
 from deep_rl_zoo.runtime.interface import (
@@ -137,18 +137,9 @@ def run_distributed_training_iterations(
         train_steps_per_second = speed_steps / max(time.perf_counter() - phase_start_time, 1e-9)
         phase_times = times.statistics()
 
-        eval_start = time.perf_counter()
-        eval_summary = run_evaluation_phase(
-            num_eval_steps,
-            eval_env,
-            eval_agent,
-            seed + 7919 + iteration,
-            iteration,
-            show_progress,
-            eval_stats,
-            stop,
+        eval_summary = evaluate_iteration(
+            iteration, num_eval_steps, eval_env, eval_agent, seed, show_progress, eval_stats, loop_state, stop
         )
-        loop_state.eval_seconds += time.perf_counter() - eval_start  # a stopped one too: the time passed
         clock.tick()
         if stop is not None and stop.requested:
             save_interrupted_and_stop(
