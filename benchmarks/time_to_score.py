@@ -37,6 +37,7 @@ from before the wall-clock columns gives env steps only.
 """
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -190,7 +191,7 @@ def write_report(out: str, summary: dict, curve: list[dict]) -> str:
     if "process_wall_seconds" in summary:
         whose = "this session's training process" if summary.get("resumed") else "the training process"
         lines.append(f"- {whose}, start-up included: {_seconds(summary['process_wall_seconds'])}")
-    if summary.get("interrupted"):
+    if summary.get("interrupted") and not summary["reached"]:
         lines.append(
             "- stopped (Ctrl-C or SIGTERM) before the target: `time_to_score.py run --resume` continues it"
         )
@@ -292,6 +293,28 @@ def _run_folder(out: str) -> Path | None:
     return runs[0] if runs else None
 
 
+@contextlib.contextmanager
+def _stop_signals_forwarded_to(process: subprocess.Popen):
+    """Ctrl-C and SIGTERM sent to this process go to the training run, which saves where it stood and
+    exits (a second Ctrl-C quits it without saving); this process reads its log to the end meanwhile.
+    Without this, a SIGTERM (a job scheduler's, a watchdog's) ended only this process, and the run went
+    on alone with no one reading its output."""
+    signums = (signal.SIGINT, signal.SIGTERM)
+    previous = {
+        signum: signal.signal(signum, lambda signum, _: process.send_signal(signum)) for signum in signums
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _reached(run_dir: str, args: argparse.Namespace) -> bool:
+    curve = evaluation_curve(read_results(run_dir))
+    return time_to_score(curve, args.target_return, args.min_episodes)["reached"]
+
+
 def run(args: argparse.Namespace, script_flags: list[str]) -> dict:
     """Trains with the run script (its flags plus the time-to-score ones), then reports its run. With
     `args.resume` it continues the run an earlier `run` left in `args.out` (stopped by Ctrl-C, SIGTERM or
@@ -324,17 +347,30 @@ def run(args: argparse.Namespace, script_flags: list[str]) -> dict:
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])),
     }
+    summarise = dict(command=" ".join(command[1:]), resumed=args.resume)
+    earlier = _run_folder(args.out) if args.resume else None
+    if earlier is not None and _reached(str(earlier), args):
+        # Stopped after the evaluation that reached the target was written: nothing is left to train.
+        print("the run had reached the target before it was stopped: reporting it, not training further")
+        return report(str(earlier), args.target_return, args.min_episodes, args.out, **summarise)
     start = time.perf_counter()
     with open(os.path.join(args.out, "train.log"), "a" if args.resume else "w") as log:
+        # In a session of its own, so a terminal's Ctrl-C reaches the run once, through this process.
         process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=environment,
+            start_new_session=True,
         )
-        for line in process.stdout:  # a line at a time, so that `tail -f train.log` follows a run of hours
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            log.write(line)
-            log.flush()
-        returncode = process.wait()
+        with _stop_signals_forwarded_to(process):
+            for line in process.stdout:  # a line at a time: `tail -f train.log` follows a run of hours
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                log.write(line)
+                log.flush()
+            returncode = process.wait()
     process_wall = time.perf_counter() - start
     run_folder = _run_folder(args.out)
     if returncode != 0 and not (returncode in INTERRUPTED and run_folder is not None):
@@ -348,12 +384,11 @@ def run(args: argparse.Namespace, script_flags: list[str]) -> dict:
         args.target_return,
         args.min_episodes,
         args.out,
-        command=" ".join(command[1:]),
+        **summarise,
         process_wall_seconds=process_wall,
-        resumed=args.resume,
         interrupted=returncode != 0,
     )
-    if returncode != 0:
+    if returncode != 0 and not summary["reached"]:
         print(
             f"the run was stopped (status {returncode}) before the target or --max_env_steps; the same command "
             "with run --resume continues it"

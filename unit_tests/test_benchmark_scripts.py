@@ -144,11 +144,12 @@ def test_time_to_score_run_reports_a_stopped_run_and_resume_continues_it(tmp_pat
         """The run script: two iterations then SIGTERM; resumed, two more reaching 18; status as set."""
 
         status = 143
+        resumed_means = [-20.0, 5.0, 17.0, 18.5]
 
         def __init__(self, command, **kwargs):
             commands.append(command)
             resumed = "--resume" in command
-            means = [-20.0, 5.0, 17.0, 18.5] if resumed else [-20.0, 5.0]
+            means = self.resumed_means if resumed else [-20.0, 5.0]
             folder = out / "runs" / "PPO_Pong_fast"
             folder.mkdir(parents=True, exist_ok=True)
             (out / "checkpoints").mkdir(exist_ok=True)
@@ -169,15 +170,15 @@ def test_time_to_score_run_reports_a_stopped_run_and_resume_continues_it(tmp_pat
     with pytest.raises(SystemExit, match="not empty"):
         time_to_score.run(*time_to_score.parse_args(base + script_flags))
 
-    StandIn.status = 0
+    StandIn.status, StandIn.resumed_means = 1, [-20.0, 5.0, 6.0]  # a crash: no report
+    with pytest.raises(SystemExit, match="exited with status 1"):
+        time_to_score.run(*time_to_score.parse_args(base + ["--resume"] + script_flags))
+
+    StandIn.status, StandIn.resumed_means = 0, [-20.0, 5.0, 17.0, 18.5]
     resumed = time_to_score.run(*time_to_score.parse_args(base + ["--resume"] + script_flags))
     assert commands[-1][-1] == "--resume" and "--seed=1" in commands[-1]
     assert resumed["reached"] and resumed["iteration"] == 3 and not resumed["interrupted"]
-    assert (out / "train.log").read_text() == "session 1\nsession 2\n"
-
-    StandIn.status = 1  # a crash: no report
-    with pytest.raises(SystemExit, match="exited with status 1"):
-        time_to_score.run(*time_to_score.parse_args(base + ["--resume"] + script_flags))
+    assert (out / "train.log").read_text() == "session 1\nsession 2\nsession 2\n"
     with pytest.raises(SystemExit, match="no checkpoints"):
         fresh = [a.replace(str(out), str(tmp_path / "new")) for a in base]
         time_to_score.run(*time_to_score.parse_args(fresh + ["--resume"] + script_flags))
@@ -232,6 +233,74 @@ def test_time_to_score_of_a_results_csv_without_wall_clock_columns_gives_env_ste
     assert summary["reached"] and summary["train_env_steps"] == 5000
     assert summary["wall_seconds"] is None and summary["wall_seconds_without_eval"] is None
     assert "wall-clock: not recorded" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_time_to_score_resume_of_a_run_stopped_after_reaching_the_target_trains_no_further(
+    tmp_path, monkeypatch, capsys
+):
+    """A SIGTERM that lands after the evaluation reaching 18 was written (and its checkpoint saved) stops
+    the run with status 143: the report gives the target as reached, and `run --resume` reports it again
+    without starting the run script, which would otherwise train past the target."""
+    time_to_score = _load("time_to_score")
+    out = tmp_path / "s2"
+    commands = []
+
+    class StandIn:
+        def __init__(self, command, **kwargs):
+            commands.append(command)
+            folder = out / "runs" / "PPO_Pong_tuned"
+            folder.mkdir(parents=True, exist_ok=True)
+            (out / "checkpoints").mkdir(exist_ok=True)
+            rows = [_evaluation_row(i, m) for i, m in enumerate([-20.0, 5.0, 18.5])]
+            _write_results(folder / "results.csv", rows)
+            self.stdout = iter(["iteration 2: ...\n"])
+
+        def wait(self):
+            return 143
+
+    monkeypatch.setattr(time_to_score.subprocess, "Popen", StandIn)
+    base = ["run", "--script=ppo.run_atari", "--target_return=18", "--eval_interval=250000"]
+    base += ["--max_env_steps=10000000", f"--out={out}", "--", "--seed=2"]
+    stopped = time_to_score.run(*time_to_score.parse_args(base))
+    assert stopped["reached"] and stopped["iteration"] == 2 and stopped["interrupted"]
+    assert "before the target" not in (out / "summary.md").read_text() + capsys.readouterr().out
+    resumed = time_to_score.run(*time_to_score.parse_args(base[:-2] + ["--resume"] + base[-2:]))
+    assert len(commands) == 1  # the run script was not started again
+    assert resumed["reached"] and resumed["iteration"] == 2 and resumed["train_env_steps"] == 750_000
+
+
+@pytest.mark.slow
+def test_time_to_score_hands_sigterm_to_the_run_which_saves_and_leaves_no_process_behind(tmp_path):
+    import signal
+
+    out = tmp_path / "out"
+    wrapper = subprocess.Popen(
+        [sys.executable, str(BENCHMARKS / "time_to_score.py"), "run", "--script=dqn.run_classic"]
+        + ["--target_return=100000", "--eval_interval=300", "--max_env_steps=100000000", f"--out={out}"]
+        + ["--", "--num_eval_steps=100", "--min_replay_size=100", "--nouse_tensorboard"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    log = out / "train.log"
+    deadline = time.monotonic() + 120
+    while not (log.is_file() and "iteration 0:" in log.read_text()):
+        assert time.monotonic() < deadline and wrapper.poll() is None, "the run never finished an iteration"
+        time.sleep(0.2)
+    wrapper.send_signal(signal.SIGTERM)  # to the wrapper alone, as a watchdog's `kill -TERM <pid>` does
+    output, _ = wrapper.communicate(timeout=120)
+    assert wrapper.returncode == 1, output  # reported, target not reached
+    assert "SIGTERM: saving the run" in log.read_text()
+    assert list((out / "checkpoints").glob("*/*_interrupted.ckpt")), output
+    assert "run --resume continues it" in output
+    still_running = []
+    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(out).encode() in cmdline.read_bytes():
+                still_running.append(cmdline.parent.name)
+        except OSError:
+            pass  # a process that ended meanwhile
+    assert not still_running  # the run and its processes ended with the wrapper
 
 
 @pytest.mark.slow
