@@ -127,11 +127,12 @@ class RunConfig:
         "for a learner that learns while its actors act, where there is a core per actor), 1 elsewhere "
         "(small networks are fastest on one).",
     )
-    bfloat16: bool = field(
-        False,
+    bfloat16: bool | None = field(
+        None,
         "Atari: the learner's Nature-CNN torso computes in bfloat16 autocast (weights, heads and losses "
         "stay float32). Faster where the CPU or GPU multiplies bfloat16 natively (avx512_bf16, AMX), slower "
-        "elsewhere; see benchmarks/README.md.",
+        "elsewhere; unset: on where the learner's device has it natively (a resumed run keeps its own "
+        "choice), --nobfloat16 for float32; see benchmarks/README.md.",
     )
     show_progress: bool = field(True, "Show a progress bar on the console.")
 

@@ -297,9 +297,8 @@ def train_distributed(
     if config.backend == "ray":
         import_ray()  # a one-line error before any work if the extra is not installed
     process_setup.seed_everything(config.seed, config.num_threads)
-    process_setup.set_learner_precision(config, device)
-
     resume = run_folders.load_resume_checkpoint(config, agent_name, environment_id)
+    process_setup.set_learner_precision(config, device, resume.payload.get("config") if resume else None)
     print(process_setup.describe_layout(config, config.num_actors), file=sys.stderr)
     warn_if_more_actors_than_cores(config.num_actors)
 
@@ -346,3 +345,4 @@ def train_distributed(
             logger.close()
     finally:
         eval_env.close()
+        process_setup.reset_learner_precision()

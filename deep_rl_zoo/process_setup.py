@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from deep_rl_zoo import gym_env
 from deep_rl_zoo.config import available_cpu_cores
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks import common
@@ -36,13 +37,31 @@ def seed_everything(seed: int, num_threads: int) -> None:
     torch.set_num_threads(num_threads)
 
 
-def set_learner_precision(config: Any, device: torch.device) -> None:
+def set_learner_precision(config: Any, device: torch.device, saved_config: dict | None = None) -> None:
     """`--bfloat16` for this (the learner's) process: Nature-CNN torsos compute in bfloat16 autocast.
-    Where the device has no native bfloat16 the run still does as asked, with a one-line warning: it
-    is then slower, not faster (benchmarks/README.md)."""
-    common.set_torso_bfloat16(config.bfloat16)
+
+    Unset, it is decided here and written back into `config` (so config.txt and checkpoints record what
+    ran): a resumed run keeps the precision it was saved with (`saved_config`, its checkpoint's flags);
+    otherwise an Atari run uses bfloat16 where `device` multiplies it natively, and float32 elsewhere.
+    Three paired seeds of tuned PPO on Pong took no more env steps to a score in bfloat16 than in float32
+    (docs/findings.md), and a learner step costs about 0.6x. Other environments keep float32: only the
+    Atari torso reads the setting. Asked for (or resumed in) where the device has no native bfloat16,
+    the run still does it, with a one-line warning: it is then slower, not faster (benchmarks/README.md).
+    """
+    if config.bfloat16 is None:
+        saved = (saved_config or {}).get("bfloat16")
+        native = gym_env.is_atari(config.environment_name) and common.native_bfloat16(device)
+        object.__setattr__(config, "bfloat16", native if saved is None else bool(saved))
     if config.bfloat16 and not common.native_bfloat16(device):
         print(f"warning: --bfloat16 on {device.type}, which has no native bfloat16: expect it to be slower")
+    common.set_torso_bfloat16(config.bfloat16)
+
+
+def reset_learner_precision() -> None:
+    """The end of a run: this process's torsos go back to float32, so that what a notebook or script does
+    next in it (an evaluation, a run of another environment) starts from the default, not from the run's
+    bfloat16."""
+    common.set_torso_bfloat16(False)
 
 
 def describe_layout(config: Any, num_actors: int = 0) -> str:
@@ -54,4 +73,7 @@ def describe_layout(config: Any, num_actors: int = 0) -> str:
     else:
         where, flags = f"one process, {envs}", "--num_envs/--num_threads"
     threads = f"{config.num_threads} thread{'s' if config.num_threads > 1 else ''}"
+    if getattr(config, "bfloat16", None):
+        threads += " with a bfloat16 torso"
+        flags += "/--nobfloat16"
     return f"layout: {where}, learner on {threads} ({available_cpu_cores()} CPU cores; set {flags} to choose)"

@@ -37,9 +37,8 @@ def train(
     environment_id = gym_env.resolve_environment_name(config.environment_name)
     device = process_setup.resolve_device(config.device)
     process_setup.seed_everything(config.seed, config.num_threads)
-    process_setup.set_learner_precision(config, device)
-
     resume = run_folders.load_resume_checkpoint(config, agent_name, environment_id)
+    process_setup.set_learner_precision(config, device, resume.payload.get("config") if resume else None)
     print(process_setup.describe_layout(config), file=sys.stderr)
 
     debug_render = "rgb_array" if config.debug_screenshots_interval > 0 else None
@@ -83,3 +82,4 @@ def train(
         logger.close()
         train_env.close()
         eval_env.close()
+        process_setup.reset_learner_precision()

@@ -25,6 +25,8 @@ import sys
 import pytest
 import torch
 
+from deep_rl_zoo.networks import common
+
 SLOW_MARKERS = ("slow", "smoke", "learning")  # any of them puts a test in the slow tier
 QUICK_TEST_SECONDS = 1.0  # a quick-tier test slower than this is listed at the end of the run
 
@@ -88,6 +90,9 @@ def _one_thread_and_tmp_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     os.environ.setdefault("MPLBACKEND", "Agg")
     yield
+    # A training run sets its process's torso precision (on a CPU with native bfloat16, Atari runs pick
+    # bfloat16 by default): no test may hand it on to the next one.
+    common.set_torso_bfloat16(False)
 
 
 _slow_quick_tests: list[tuple[float, str]] = []

@@ -99,6 +99,28 @@ def test_same_seed_gives_identical_returns(tmp_path):
 
 
 @pytest.mark.smoke
+def test_an_atari_run_records_the_precision_it_chose_and_keeps_it_on_resume(tmp_path, monkeypatch):
+    from deep_rl_zoo.networks import common
+
+    def atari_config(**overrides):
+        tiny = dict(environment_name="Pong", num_iterations=1, num_train_steps=40, num_eval_steps=0)
+        return tiny_classic_config(tmp_path, min_replay_size=32, batch_size=4, **{**tiny, **overrides})
+
+    monkeypatch.setattr(common, "native_bfloat16", lambda device: True)
+    state = train.main(atari_config())  # --bfloat16 unset: this "CPU" has it natively
+    assert common._torso_autocast_dtype is None  # the run handed its process back in float32
+    saved = checkpoint.load_checkpoint(
+        os.path.join(tmp_path, "checkpoints", "DQN_Pong", "DQN_Pong_0.ckpt"), "DQN", "PongNoFrameskip-v4"
+    )
+    assert saved["config"]["bfloat16"] is True
+    monkeypatch.setattr(common, "native_bfloat16", lambda device: False)  # resumed on another machine
+    train.main(atari_config(num_iterations=2, resume=True))
+    with open(os.path.join(state.run_dir, "config.txt")) as f:
+        recorded = [line.strip() for line in f if line.startswith("bfloat16=")]
+    assert recorded == ["bfloat16=True", "bfloat16=True"]  # once per session: the resumed run kept it
+
+
+@pytest.mark.smoke
 def test_tensorboard_logs_can_be_read_back(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

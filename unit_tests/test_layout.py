@@ -154,3 +154,8 @@ def test_describe_layout_names_the_layout_and_the_flags_that_choose_it(monkeypat
         "layout: 2 actor processes x 4 envs, learner on 2 threads (2 CPU cores; "
         "set --num_actors/--num_envs/--num_threads to choose)"
     )
+    bfloat16 = train.PpoConfig(**{**run_atari.DEFAULTS, "bfloat16": True})  # as a CPU with it decides
+    assert process_setup.describe_layout(bfloat16, num_actors=2) == (
+        "layout: 2 actor processes x 4 envs, learner on 2 threads with a bfloat16 torso (2 CPU cores; "
+        "set --num_actors/--num_envs/--num_threads/--nobfloat16 to choose)"
+    )

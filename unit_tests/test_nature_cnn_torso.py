@@ -146,3 +146,43 @@ def test_bfloat16_flag_sets_this_process_torsos_and_warns_where_it_would_be_slow
         assert capsys.readouterr().out == ""
     finally:
         common.set_torso_bfloat16(False)
+
+
+@pytest.mark.parametrize(
+    ("flag", "environment", "native", "saved", "expected"),
+    [
+        (None, "Pong", True, None, True),  # unset: bfloat16 where the device multiplies it natively
+        (None, "Pong", False, None, False),  # ... float32 where it does not
+        (None, "CartPole-v1", True, None, False),  # only the Atari torso reads it: float32 recorded
+        (False, "Pong", True, None, False),  # --nobfloat16 wins over the device
+        (None, "Pong", True, {"bfloat16": False}, False),  # a resumed run keeps its own precision
+        (None, "Pong", False, {"bfloat16": True}, True),  # ... even on a device without native bfloat16
+        (None, "Pong", True, {"learning_rate": 1.0}, True),  # a checkpoint from before the flag: decide
+        (True, "Pong", True, {"bfloat16": False}, True),  # a flag given now wins over the checkpoint
+    ],
+)
+def test_unset_bfloat16_is_decided_once_and_written_into_the_config(
+    monkeypatch, flag, environment, native, saved, expected
+):
+    monkeypatch.setattr(common, "native_bfloat16", lambda device: native)
+    config = RunConfig(environment_name=environment, bfloat16=flag)
+    process_setup.set_learner_precision(config, torch.device("cpu"), saved)
+    assert config.bfloat16 is expected  # what config.txt and the checkpoints then record
+    assert common._torso_autocast_dtype == (torch.bfloat16 if expected else None)
+
+
+def test_bfloat16_resumed_on_a_device_without_it_warns(monkeypatch, capsys):
+    monkeypatch.setattr(common, "native_bfloat16", lambda device: False)
+    process_setup.set_learner_precision(RunConfig(), torch.device("cpu"), {"bfloat16": True})
+    assert "no native bfloat16: expect it to be slower" in capsys.readouterr().out
+    process_setup.set_learner_precision(RunConfig(), torch.device("cpu"), {"bfloat16": False})
+    assert capsys.readouterr().out == ""
+
+
+def test_native_bfloat16_on_cuda_needs_an_ampere_or_later_gpu(monkeypatch):
+    # torch's is_bf16_supported() says yes on older GPUs too, where bfloat16 is emulated: slower.
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    monkeypatch.setattr(torch.version, "hip", None)
+    for capability, native in (((7, 5), False), ((8, 0), True), ((9, 0), True)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        assert common.native_bfloat16(torch.device("cuda")) is native, capability

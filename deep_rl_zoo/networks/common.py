@@ -18,9 +18,10 @@ def mlp(input_size: int, hidden_sizes: Sequence[int], activation: type[nn.Module
     return nn.Sequential(*layers)
 
 
-# The dtype `NatureCnnTorso` computes in under autocast, or None for float32 (the default). One
-# setting per process, like torch's thread count: a training run sets it in its learner's process
-# (`--bfloat16`), so actor processes keep float32, and evaluation scripts never set it.
+# The dtype `NatureCnnTorso` computes in under autocast, or None for float32. One setting per process,
+# like torch's thread count: a training run sets it in its learner's process (`--bfloat16`, on by
+# default where the device has it natively) and puts float32 back at its end, so actor processes keep
+# float32, and evaluation scripts never set it.
 _torso_autocast_dtype: torch.dtype | None = None
 
 
@@ -39,7 +40,10 @@ def set_torso_bfloat16(enabled: bool) -> None:
 def native_bfloat16(device: torch.device) -> bool:
     """Whether `device` multiplies bfloat16 natively (what `--bfloat16` needs to be faster, not slower)."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        # NVIDIA GPUs multiply bfloat16 in hardware from compute capability 8 (Ampere) on; torch's
+        # is_bf16_supported() also says yes on older ones, where it is emulated (and slow).
+        native = torch.version.hip is not None or torch.cuda.get_device_capability(device)[0] >= 8
+        return native and torch.cuda.is_bf16_supported()
     # torch's own CPU feature probes (the ones its oneDNN kernels dispatch on); private, hence getattr.
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
