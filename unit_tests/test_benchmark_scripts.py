@@ -269,15 +269,23 @@ def test_time_to_score_resume_of_a_run_stopped_after_reaching_the_target_trains_
     assert resumed["reached"] and resumed["iteration"] == 2 and resumed["train_env_steps"] == 750_000
 
 
+def _time_to_score_of_dqn_on_cartpole(out, *, target_return, eval_interval, num_eval_steps) -> list[str]:
+    """`time_to_score.py run` of DQN on CartPole-v1 into `out`, learning from 100 env steps on."""
+    return (
+        [sys.executable, str(BENCHMARKS / "time_to_score.py"), "run", "--script=dqn.run_classic"]
+        + [f"--target_return={target_return}", f"--eval_interval={eval_interval}", f"--out={out}"]
+        + ["--max_env_steps=100000000", "--", f"--num_eval_steps={num_eval_steps}"]
+        + ["--min_replay_size=100", "--nouse_tensorboard"]
+    )
+
+
 @pytest.mark.slow
 def test_time_to_score_hands_sigterm_to_the_run_which_saves_and_leaves_no_process_behind(tmp_path):
     import signal
 
     out = tmp_path / "out"
     wrapper = subprocess.Popen(
-        [sys.executable, str(BENCHMARKS / "time_to_score.py"), "run", "--script=dqn.run_classic"]
-        + ["--target_return=100000", "--eval_interval=300", "--max_env_steps=100000000", f"--out={out}"]
-        + ["--", "--num_eval_steps=100", "--min_replay_size=100", "--nouse_tensorboard"],
+        _time_to_score_of_dqn_on_cartpole(out, target_return=100_000, eval_interval=300, num_eval_steps=100),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -305,15 +313,10 @@ def test_time_to_score_hands_sigterm_to_the_run_which_saves_and_leaves_no_proces
 
 @pytest.mark.slow
 def test_time_to_score_run_stops_the_training_at_the_target_and_reports_it(tmp_path):
-    import subprocess
-    import sys
-
     # Untrained DQN on CartPole-v1 plays ~10-step games: a target of 5 is met at the first evaluation.
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "time_to_score.py"), "run", "--script=dqn.run_classic"]
-        + ["--target_return=5", "--eval_interval=200", "--max_env_steps=1000", f"--out={out}"]
-        + ["--", "--num_eval_steps=300", "--min_replay_size=100", "--nouse_tensorboard"],
+        _time_to_score_of_dqn_on_cartpole(out, target_return=5, eval_interval=200, num_eval_steps=300),
         capture_output=True,
         text=True,
         timeout=300,
