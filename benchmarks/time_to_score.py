@@ -299,7 +299,8 @@ def _stop_signals_forwarded_to(process: subprocess.Popen):
     exits (a second Ctrl-C quits it without saving); this process reads its log to the end meanwhile.
     Without this, a SIGTERM (a job scheduler's, a watchdog's) ended only this process, and the run went
     on alone with no one reading its output."""
-    signums = (signal.SIGINT, signal.SIGTERM)
+    # A signal this process ignores (SIGINT under `nohup ... &`) stays ignored, as in the run itself.
+    signums = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN]
     previous = {
         signum: signal.signal(signum, lambda signum, _: process.send_signal(signum)) for signum in signums
     }

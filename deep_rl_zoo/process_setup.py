@@ -6,8 +6,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from deep_rl_zoo import gym_env
-from deep_rl_zoo.config import available_cpu_cores
+from deep_rl_zoo.config import available_cpu_cores, is_atari_name
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.networks import common
 
@@ -48,11 +47,12 @@ def set_learner_precision(config: Any, device: torch.device, saved_config: dict 
     Atari torso reads the setting. Asked for (or resumed in) where the device has no native bfloat16,
     the run still does it, with a one-line warning: it is then slower, not faster (benchmarks/README.md).
     """
+    native = common.native_bfloat16(device)
     if config.bfloat16 is None:
         saved = (saved_config or {}).get("bfloat16")
-        native = gym_env.is_atari(config.environment_name) and common.native_bfloat16(device)
-        object.__setattr__(config, "bfloat16", native if saved is None else bool(saved))
-    if config.bfloat16 and not common.native_bfloat16(device):
+        chosen = is_atari_name(config.environment_name) and native
+        object.__setattr__(config, "bfloat16", chosen if saved is None else bool(saved))
+    if config.bfloat16 and not native:
         print(f"warning: --bfloat16 on {device.type}, which has no native bfloat16: expect it to be slower")
     common.set_torso_bfloat16(config.bfloat16)
 
