@@ -352,3 +352,33 @@ def best_greedy_mean(
     train_module.main(tiny_config(config_class, tmp_path, defaults, overrides))
     with open(csv_path) as f:
         return max(float(row["eval_mean_episode_return"]) for row in csv.DictReader(f))
+
+
+def train_until_mountaincar_flag(
+    train_module: Any, config_class: type, agent_name: str, tmp_path: Path, max_iterations: int = 4
+) -> tuple[float, int]:
+    """The learning milestone of NGU's and Agent57's tests: the classic defaults on MountainCar-v0,
+    10k env steps per iteration, resumed one iteration at a time until some iteration's *training* mean
+    return is above -200 (an actor reached the flag), at most `max_iterations`. Asynchronous actors do
+    not replay the same episodes under the same seed, so a fixed 20k budget failed now and then under
+    load; going on until the flag keeps the quick case quick. Returns (best training mean, iterations)."""
+    results_csv = tmp_path / "runs" / f"{agent_name}_MountainCar-v0" / "results.csv"
+    for num_iterations in range(1, max_iterations + 1):
+        train_module.main(
+            config_class(
+                num_iterations=num_iterations,
+                num_train_steps=10_000,
+                num_eval_steps=1_000,
+                stop_when_solved=False,
+                resume=num_iterations > 1,
+                checkpoint_dir=str(tmp_path / "checkpoints"),
+                runs_dir=str(tmp_path / "runs"),
+                use_tensorboard=False,
+                show_progress=False,
+            )
+        )
+        with open(results_csv) as f:
+            best = max(float(row["train_mean_episode_return"]) for row in csv.DictReader(f))
+        if best > -200:
+            break
+    return best, num_iterations
