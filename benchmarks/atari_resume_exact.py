@@ -88,11 +88,11 @@ def main() -> int:
         env = environments.make_train_environment(config, config.seed, agent_name="DQN")
         agent = train.build_agents(config, env, torch.device("cpu")).train_agent
         agent.load_state_dict(checkpoint.load_checkpoint(from_path, "DQN", environment_id)["agent"])
-        agent.replay_writer.load_state_arrays(checkpoint.load_arrays(checkpoint.replay_path(from_path)))
+        agent.replay_contents.load_state_arrays(checkpoint.load_arrays(checkpoint.replay_path(from_path)))
         return agent, env
 
     agent_a, env = load_agent(path)
-    print(f"loaded {path}: replay of {agent_a.replay_writer.replay.size:,} transitions", flush=True)
+    print(f"loaded {path}: replay of {agent_a.replay_contents.replay.size:,} transitions", flush=True)
     # A's own play, learning as the run does: what it holds from here on is its own, not the files'.
     played = main_loop.run_env_loop(env, agent_a, seed=config.seed + 12345)
     for _ in range(args.steps_before):
@@ -100,7 +100,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="resume-exact-") as folder:
         saved = str(pathlib.Path(folder) / f"DQN_{args.environment_name}_1.ckpt")
         checkpoint.save_checkpoint(saved, "DQN", environment_id, 1, agent_a.state_dict(), {})
-        checkpoint.save_arrays(checkpoint.replay_path(saved), agent_a.replay_writer.state_arrays())
+        checkpoint.save_arrays(checkpoint.replay_path(saved), agent_a.replay_contents.state_arrays())
         agent_b, _ = load_agent(saved)
     stream = recorded_stream(env, args.steps_after, seed=config.seed + 54321)
     # One after the other, as a run and its resumption would be.

@@ -782,7 +782,42 @@ class PrioritizedReplay(UniformReplay[ItemT]):
         self._max_priority = float(arrays["max_priority"])
 
 
-class TransitionWriter:
+class ReplayContents:
+    """A replay of `Transition`s and, on Atari, the frame store its handles point into: what
+    `--checkpoint_replay` saves beside a checkpoint and `--resume` loads, as plain arrays (nothing is
+    unpickled). The replay Q agents' `TransitionWriter` is one; SAC's learner makes one over its replay.
+    """
+
+    def __init__(self, replay: UniformReplay, frame_store: FrameStackStore | None = None):
+        self.replay = replay
+        self.frame_store = frame_store
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The replay's and the frame store's contents as plain arrays (`replay/...`, `frames/...`)."""
+        arrays = {f"replay/{k}": v for k, v in self.replay.state_arrays().items()}
+        if self.frame_store is not None:
+            arrays.update({f"frames/{k}": v for k, v in self.frame_store.state_arrays().items()})
+        return arrays
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restores what `state_arrays` returned into this replay and frame store.
+
+        Raises:
+          ValueError: the arrays come from a replay with or without a frame store where this one is
+            the other way, or do not fit the replay.
+        """
+        has_frames = any(k.startswith("frames/") for k in arrays)
+        if has_frames != (self.frame_store is not None):
+            raise ValueError(
+                "the saved replay " + ("stores" if has_frames else "does not store") + " Atari frames, this "
+                "agent's replay " + ("does not" if has_frames else "does")
+            )
+        self.replay.load_state_arrays(_with_prefix(arrays, "replay/"), Transition)
+        if self.frame_store is not None:
+            self.frame_store.load_state_arrays(_with_prefix(arrays, "frames/"))
+
+
+class TransitionWriter(ReplayContents):
     """What every replay-based Q agent does with a timestep: store it, n-step accumulated, frames once.
 
     `add` turns the timestep into zero or more `Transition`s (via the accumulator) and adds them to the
@@ -800,8 +835,7 @@ class TransitionWriter:
         accumulator: TransitionAccumulator,
         frame_store: FrameStackStore | None = None,
     ):
-        self.replay = replay
-        self.frame_store = frame_store
+        super().__init__(replay, frame_store)
         self._accumulators = [accumulator]  # one per stream (env), made on its first timestep
 
     def _accumulator(self, stream: int) -> TransitionAccumulator:
@@ -828,33 +862,11 @@ class TransitionWriter:
         for accumulator in self._accumulators:
             accumulator.reset()
 
-    def state_arrays(self) -> dict[str, np.ndarray]:
-        """The replay's and the frame store's contents as plain arrays (`replay/...`, `frames/...`).
-
-        Pending n-step windows are not kept: a resumed run starts a new episode, which drops them.
-        """
-        arrays = {f"replay/{k}": v for k, v in self.replay.state_arrays().items()}
-        if self.frame_store is not None:
-            arrays.update({f"frames/{k}": v for k, v in self.frame_store.state_arrays().items()})
-        return arrays
-
     def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        """Restores what `state_arrays` returned into this writer's replay and frame store.
-
-        Raises:
-          ValueError: the arrays come from a writer with or without a frame store where this one is
-            the other way, or do not fit the replay.
-        """
-        has_frames = any(k.startswith("frames/") for k in arrays)
-        if has_frames != (self.frame_store is not None):
-            raise ValueError(
-                "the saved replay " + ("stores" if has_frames else "does not store") + " Atari frames, this "
-                "agent's replay " + ("does not" if has_frames else "does")
-            )
+        """Restores the replay and frame store (see `ReplayContents`). Pending n-step windows were not
+        saved: a resumed run starts a new episode, which drops them."""
         self.reset()
-        self.replay.load_state_arrays(_with_prefix(arrays, "replay/"), Transition)
-        if self.frame_store is not None:
-            self.frame_store.load_state_arrays(_with_prefix(arrays, "frames/"))
+        super().load_state_arrays(arrays)
 
     def to_tensors(self, batch: Transition, device: torch.device) -> Transition:
         """A sampled batch as tensors: observations as stored (uint8 frames stay uint8), int64 actions,

@@ -532,7 +532,7 @@ class ReplayQAgent:
             self._writer.reset()
 
     @property
-    def replay_writer(self) -> replay_lib.TransitionWriter:
+    def replay_contents(self) -> replay_lib.TransitionWriter:
         """The replay and frame store, which `--checkpoint_replay` saves beside the checkpoint."""
         self.finish_learning()
         return self._writer

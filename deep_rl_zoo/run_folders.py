@@ -102,7 +102,8 @@ def does_not_fit(config: RunConfig, resume: ResumePoint, what: str, error: Excep
 
 
 def restore_or_start(config: RunConfig, agent: Any, resume: ResumePoint | None) -> main_loop.LoopState:
-    """Loads the agent's state and the loop's position from a resume checkpoint, or starts afresh.
+    """Loads the agent's state and the loop's position from a resume checkpoint (and, with
+    --checkpoint_replay, the replay saved beside it), or starts afresh.
 
     The run takes the flags given now: one that changes what the agent holds (a network's sizes, NGU's
     --num_actors) is refused in one line naming it, before any work; any other (a learning rate, most
@@ -125,6 +126,8 @@ def restore_or_start(config: RunConfig, agent: Any, resume: ResumePoint | None) 
             f"--resume: the run already finished {loop_state.next_iteration} of --num_iterations="
             f"{config.num_iterations} iterations; raise --num_iterations to train further"
         )
+    if getattr(config, "checkpoint_replay", False):
+        restore_replay(config, agent, resume)
     return loop_state
 
 
@@ -168,7 +171,8 @@ def open_run(
 
 
 def checkpoint_replay_field() -> Any:
-    """The `checkpoint_replay` flag of the replay agents' configs (see `checkpoint_saver`)."""
+    """The `checkpoint_replay` flag of the configs of agents with a `replay_contents` (a
+    `replay.ReplayContents`): the replay Q agents and SAC. See `checkpoint_saver`."""
     return field(
         False,
         "Also save the replay (each Atari frame once) beside every checkpoint, so that --resume "
@@ -176,7 +180,7 @@ def checkpoint_replay_field() -> Any:
     )
 
 
-def restore_replay(config: RunConfig, agent_name: str, agent: Any, resume: ResumePoint) -> None:
+def restore_replay(config: RunConfig, agent: Any, resume: ResumePoint) -> None:
     """--resume --checkpoint_replay: loads the replay file beside the resumed checkpoint, if there is one; a
     damaged one is named in one line and the replay starts empty (the agent refills it)."""
     path = checkpoint.replay_path(resume.path)
@@ -184,13 +188,13 @@ def restore_replay(config: RunConfig, agent_name: str, agent: Any, resume: Resum
         print(f"--checkpoint_replay: no replay file {path}; the replay starts empty", file=sys.stderr)
         return
     try:
-        agent.replay_writer.load_state_arrays(checkpoint.load_arrays(path))
+        agent.replay_contents.load_state_arrays(checkpoint.load_arrays(path))
     except DamagedFileError as e:
         print(f"--checkpoint_replay: {e}; the replay starts empty", file=sys.stderr)
         return
     except (ValueError, KeyError) as e:
         raise does_not_fit(config, resume, "replay file", e) from None
-    print(f"restored {agent.replay_writer.replay.size} transitions from {path}", file=sys.stderr)
+    print(f"restored {agent.replay_contents.replay.size} transitions from {path}", file=sys.stderr)
 
 
 def checkpoint_saver(
@@ -220,7 +224,7 @@ def checkpoint_saver(
             path = checkpoint.checkpoint_path(checkpoint_folder, agent_name, env_name, iteration)
         try:
             if getattr(config, "checkpoint_replay", False):
-                checkpoint.save_arrays(checkpoint.replay_path(path), agent.replay_writer.state_arrays())
+                checkpoint.save_arrays(checkpoint.replay_path(path), agent.replay_contents.state_arrays())
             checkpoint.save_checkpoint(
                 path,
                 agent_name,

@@ -51,8 +51,6 @@ def train(
     environments.check_num_envs(config, agent_name, agents.train_agent)
 
     loop_state = run_folders.restore_or_start(config, agents.train_agent, resume)
-    if resume is not None and getattr(config, "checkpoint_replay", False):
-        run_folders.restore_replay(config, agent_name, agents.train_agent, resume)
     logger, checkpoint_folder = run_folders.open_run(config, agent_name, loop_state, resume, on_log)
     save = run_folders.checkpoint_saver(
         config, agent_name, environment_id, agents.train_agent, checkpoint_folder

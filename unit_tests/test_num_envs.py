@@ -134,14 +134,14 @@ def test_dqn_with_two_envs_stores_what_two_single_env_runs_store():
     loop = main_loop.run_vector_env_loop(env, agent, seed=10)
     for _ in range(2 * 30):
         next(loop)
-    together = _transitions(agent.replay_writer)
+    together = _transitions(agent.replay_contents)
     expected = []
     for seed in (10, 11):
         agent, env = _dqn_atari_agent(1)
         loop = main_loop.run_vector_env_loop(env, agent, seed=seed)
         for _ in range(30):
             next(loop)
-        expected += _transitions(agent.replay_writer)
+        expected += _transitions(agent.replay_contents)
     assert sorted(together) == sorted(expected)
     assert len(expected) == 2 * (30 - 1 - 2)  # 29 rounds of steps, less the two reset rounds, per env
 

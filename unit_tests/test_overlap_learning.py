@@ -78,7 +78,7 @@ def test_overlapped_learning_takes_the_serial_gradient_steps_and_acts_one_launch
     assert state["env_steps"] == serial_state["env_steps"]
     assert_same(list(state["network"].values()), list(serial_state["network"].values()))
     assert_same(list(state["target_network"].values()), list(serial_state["target_network"].values()))
-    assert overlapped.replay_writer.replay.size == serial.replay_writer.replay.size
+    assert overlapped.replay_contents.replay.size == serial.replay_contents.replay.size
 
 
 @pytest.mark.parametrize("package", ["dqn", "iqn", "rainbow"])

@@ -76,15 +76,15 @@ def test_resumed_agent_with_saved_replay_learns_exactly_as_the_uninterrupted_one
         uninterrupted.step(timestep)
     path = str(tmp_path / "AGENT_Pong_0.ckpt")
     checkpoint.save_checkpoint(path, "AGENT", "Pong", 0, uninterrupted.state_dict(), {})
-    checkpoint.save_arrays(checkpoint.replay_path(path), uninterrupted.replay_writer.state_arrays())
+    checkpoint.save_arrays(checkpoint.replay_path(path), uninterrupted.replay_contents.state_arrays())
     assert os.path.isfile(str(tmp_path / "AGENT_Pong_0.replay.npz"))
     # One after the other, not interleaved: Rainbow's noise comes from torch's global generator.
     expected = _continue(uninterrupted, after)
 
     resumed = _build(package, config)
     resumed.load_state_dict(checkpoint.load_checkpoint(path, "AGENT", "Pong")["agent"])
-    resumed.replay_writer.load_state_arrays(checkpoint.load_arrays(checkpoint.replay_path(path)))
-    assert resumed.replay_writer.replay.size == 60
+    resumed.replay_contents.load_state_arrays(checkpoint.load_arrays(checkpoint.replay_path(path)))
+    assert resumed.replay_contents.replay.size == 60
     actual = _continue(resumed, after)
 
     # Same batches from the same replay and generator states: the very same losses, bit for bit.

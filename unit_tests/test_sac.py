@@ -271,6 +271,58 @@ def test_atari_lives_of_one_step_grow_the_frame_store_instead_of_losing_frames(t
     assert learner.statistics["learner_steps"] > 0  # it sampled (and rebuilt stacks) while learning
 
 
+def _frames_chunk(rng, length):
+    """A chunk of `length` Atari-like transitions: random 36x36 frames stacked by 4, lives of ~10 steps."""
+    frames = rng.integers(0, 256, (length + 4, 36, 36), dtype=np.uint8)
+    observations = np.stack([frames[t : t + 4] for t in range(length + 1)])
+    valid = rng.random(length) > 0.1  # the pair after a life's end is no transition
+    return _chunk(observations, valid, terminated=~valid)
+
+
+def test_resumed_learner_with_checkpoint_replay_learns_exactly_as_the_uninterrupted_one(tmp_path):
+    """--checkpoint_replay: the replay and frame store go beside the checkpoint, and a learner resumed
+    from both takes the very gradient steps of the learner that was never stopped, bit for bit (same
+    batches from the same replay and generator states). Resumed without them, it could not: its replay
+    would be empty."""
+    torch.set_num_threads(1)
+    config = _config(
+        tmp_path, replay_capacity=60, min_replay_size=30, batch_size=8, updates_per_env_step=0.1,
+        checkpoint_replay=True,
+    )  # fmt: skip
+    env = gym.make("CartPole-v1")
+    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+
+    def build():
+        torch.manual_seed(0)
+        return train.build_learner(config, env, torch.device("cpu")).learner
+
+    rng = np.random.default_rng(3)
+    before = [_frames_chunk(rng, 20) for _ in range(5)]  # 100 env steps: the 60-slot replay has wrapped
+    after = [_frames_chunk(rng, 20) for _ in range(3)]
+    uninterrupted = build()
+    uninterrupted.learn(before)
+    path = str(tmp_path / "SAC_Pong_0.ckpt")
+    checkpoint.save_checkpoint(path, "SAC", "Pong", 0, uninterrupted.state_dict(), {})
+    checkpoint.save_arrays(checkpoint.replay_path(path), uninterrupted.replay_contents.state_arrays())
+
+    def trace_of(learner):
+        trace = []
+        for chunk in after:
+            learner.learn([chunk])
+            statistics = learner.statistics
+            trace.append((statistics["learner_steps"], statistics["critic_loss"], statistics["policy_loss"]))
+        return trace
+
+    expected = trace_of(uninterrupted)
+    resumed = build()
+    resumed.load_state_dict(checkpoint.load_checkpoint(path, "SAC", "Pong")["agent"])
+    resumed.replay_contents.load_state_arrays(checkpoint.load_arrays(checkpoint.replay_path(path)))
+    assert resumed.statistics["replay_size"] == 60
+    assert trace_of(resumed) == expected
+    # The second chunk fills the replay past 30: 4 chunks of 20 env steps at 0.1, then 2 steps per chunk.
+    assert [steps for steps, _, _ in expected] == [10, 12, 14]
+
+
 def test_learner_takes_its_share_of_gradient_steps_and_moves_the_policy(tmp_path):
     config = _config(tmp_path, updates_per_env_step=0.25, min_replay_size=16, batch_size=8)
     learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
@@ -362,31 +414,41 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
 
 
 @pytest.mark.smoke
-def test_run_atari_smoke_with_one_actor(tmp_path):
-    config = train.SacConfig(
-        **{
-            **run_atari.DEFAULTS,
-            "num_iterations": 1,
-            "num_train_steps": 40,
-            "num_eval_steps": 20,
-            "max_episode_steps": 30,
-            "num_actors": 1,
-            "unroll_length": 8,
-            "replay_capacity": 1000,
-            "min_replay_size": 16,
-            "batch_size": 8,
-            "checkpoint_dir": str(tmp_path / "checkpoints"),
-            "runs_dir": str(tmp_path / "runs"),
-            "use_tensorboard": False,
-            "show_progress": False,
-        }
-    )
-    state = train.main(config)
+def test_run_atari_smoke_with_one_actor_resumes_with_its_saved_replay(tmp_path, capsys):
+    def config(num_iterations, resume):
+        return train.SacConfig(
+            **{
+                **run_atari.DEFAULTS,
+                "num_iterations": num_iterations,
+                "num_train_steps": 40,
+                "num_eval_steps": 20,
+                "max_episode_steps": 30,
+                "num_actors": 1,
+                "unroll_length": 8,
+                "replay_capacity": 1000,
+                "min_replay_size": 16,
+                "batch_size": 8,
+                "checkpoint_replay": True,
+                "resume": resume,
+                "checkpoint_dir": str(tmp_path / "checkpoints"),
+                "runs_dir": str(tmp_path / "runs"),
+                "use_tensorboard": False,
+                "show_progress": False,
+            }
+        )
+
+    state = train.main(config(1, resume=False))
     assert abs(state.train_env_steps - 40) <= 4  # the learner-step boundary nearest 40 (steps of 8)
-    payload = checkpoint.load_checkpoint(
-        str(tmp_path / "checkpoints" / "SAC_Pong" / "SAC_Pong_0.ckpt"), "SAC", "PongNoFrameskip-v4"
-    )
+    folder = tmp_path / "checkpoints" / "SAC_Pong"
+    payload = checkpoint.load_checkpoint(str(folder / "SAC_Pong_0.ckpt"), "SAC", "PongNoFrameskip-v4")
     assert payload["agent"]["learner_steps"] > 0
+    saved = checkpoint.load_arrays(str(folder / "SAC_Pong_0.replay.npz"))
+    # A transition per env step but the pairs across a reset (games end at 30 steps here).
+    assert payload["agent"]["env_steps"] - 2 <= int(saved["replay/num_added"]) < payload["agent"]["env_steps"]
+    capsys.readouterr()
+    train.main(config(2, resume=True))
+    assert f"restored {int(saved['replay/num_added'])} transitions" in capsys.readouterr().err
+    assert [name for name in os.listdir(folder) if name.endswith(".npz")] == ["SAC_Pong_1.replay.npz"]
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -237,8 +237,14 @@ class Sac:
             **self._statistics,
         }
 
+    @property
+    def replay_contents(self) -> replay_lib.ReplayContents:
+        """The replay and frame store, which `--checkpoint_replay` saves beside the checkpoint."""
+        return replay_lib.ReplayContents(self._replay, self._frame_store)
+
     def state_dict(self) -> dict:
-        """Everything but the replay's contents (as for DQN): a resumed run refills it first."""
+        """Everything but the replay's contents (as for DQN; `replay_contents` has them, which
+        `--checkpoint_replay` saves): without them a resumed run refills the replay first."""
         return {
             "networks": self._networks.state_dict(),
             "q_optimizer": self._q_optimizer.state_dict(),

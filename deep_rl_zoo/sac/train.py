@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from deep_rl_zoo import distributed, optimization, unrolls
+from deep_rl_zoo import distributed, optimization, run_folders, unrolls
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo.config import PolicyEvaluation, field
 from deep_rl_zoo.errors import require
@@ -30,6 +30,7 @@ class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
     num_actors: int = field(4, "Actor processes, each with its own environment and copy of the policy.")
     unroll_length: int = field(32, "Env steps per chunk of transitions an actor sends.")
     replay_capacity: int = field(100_000, "Transitions the replay holds (kept across iterations).")
+    checkpoint_replay: bool = run_folders.checkpoint_replay_field()
     min_replay_size: int = field(1_000, "Transitions stored before the first gradient step.")
     batch_size: int = field(64, "Transitions per gradient step.")
     updates_per_env_step: float = field(0.5, "Gradient steps per env step received (replay ratio).")
