@@ -605,11 +605,12 @@ def test_sac_policy_moves_towards_the_online_twin_minimum():
     torch.testing.assert_close(optimizers["policy"].grad(networks.policy.logits), expected)
 
 
-def test_sac_temperature_gradient_is_entropy_minus_target():
+def test_sac_temperature_gradient_is_alpha_times_entropy_minus_target():
     learner, networks, optimizers, chunk = _sac()
     learner.learn([chunk])
-    # loss log_alpha (H(pi(.|s_0)) - H_target): gradient log 2 - 0.2 > 0, so descent lowers alpha
-    assert optimizers["alpha"].grad(networks.log_alpha).item() == pytest.approx(math.log(2) - 0.2)
+    # loss alpha (H(pi(.|s_0)) - H_target) (eq. 11) at alpha 2: gradient 2 (log 2 - 0.2) > 0 with respect
+    # to log alpha, so descent lowers alpha
+    assert optimizers["alpha"].grad(networks.log_alpha).item() == pytest.approx(2 * (math.log(2) - 0.2))
     assert learner.statistics["alpha"] == pytest.approx(2.0)
 
 

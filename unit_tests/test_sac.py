@@ -69,11 +69,14 @@ def test_policy_loss_is_exact_over_actions_and_does_not_move_the_critics():
     assert logits.grad[0, 1] < 0 < logits.grad[0, 0]  # probability moves towards the better action 1
 
 
-def test_temperature_falls_when_the_entropy_is_above_the_target():
-    log_alpha = torch.zeros((), requires_grad=True)
-    # H = 0.6 above the target 0.2: loss = log_alpha * 0.4, gradient 0.4 > 0, so descent lowers alpha.
-    losses.temperature_loss(log_alpha, torch.tensor([0.6]), 0.2).loss.sum().backward()
-    assert log_alpha.grad.item() == pytest.approx(0.4)
+def test_temperature_falls_when_the_entropy_is_above_the_target_by_a_step_that_shrinks_with_alpha():
+    # H = 0.6 above the target 0.2: loss = alpha * 0.4 (eq. 11), gradient alpha * 0.4 > 0 with respect to
+    # log alpha, so descent lowers alpha; at alpha = 0.5 the gradient is 0.2, not the 0.4 of log_alpha * 0.4.
+    log_alpha = torch.tensor(math.log(0.5), requires_grad=True)
+    output = losses.temperature_loss(log_alpha, torch.tensor([0.6]), 0.2)
+    output.loss.sum().backward()
+    assert output.loss.item() == pytest.approx(0.2)
+    assert log_alpha.grad.item() == pytest.approx(0.2)
 
 
 def test_bad_shapes_raise():
@@ -336,6 +339,13 @@ def test_learner_takes_its_share_of_gradient_steps_and_moves_the_policy(tmp_path
     assert any(not torch.equal(b, p) for b, p in zip(before, learner.shared_module.parameters(), strict=True))
     statistics = learner.statistics
     assert statistics["alpha"] > 0 and np.isfinite(statistics["critic_loss"])
+
+
+def test_adam_eps_reaches_the_critics_the_policy_and_the_temperature(tmp_path):
+    config = _config(tmp_path, adam_eps=1e-4)
+    learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
+    optimizers = (learner._q_optimizer, learner._policy_optimizer, learner._alpha_optimizer)
+    assert [group["eps"] for optimizer in optimizers for group in optimizer.param_groups] == [1e-4] * 3
 
 
 def test_actor_pulls_parameters_after_each_chunk_instead_of_waiting():

@@ -7,7 +7,8 @@ pi(.|s), so each expectation over actions is an exact sum and no reparameterisat
     soft value     V(s_t)  = sum_a pi(a|s_t) [min(Q1', Q2')(s_t, a) - alpha log pi(a|s_t)]     (target nets)
     critic target  y       = r_t + discount_t V(s_t)
     policy loss    J_pi    = sum_a pi(a|s_tm1) [alpha log pi(a|s_tm1) - min(Q1, Q2)(s_tm1, a)]
-    temperature    J_alpha = log_alpha * (H(pi(.|s_tm1)) - H_target)
+    temperature    J_alpha = sum_a pi(a|s_tm1) [-alpha (log pi(a|s_tm1) + H_target)]
+                           = alpha (H(pi(.|s_tm1)) - H_target)       (the paper's eq. 11, alpha = exp log_alpha)
 
 Arguments follow the time-suffix convention (`_tm1`: the sampled state s_{t-1} and action; `_t`: the
 next state). Each function returns `LossOutput(loss [B], extra)`; the agent averages.
@@ -109,11 +110,16 @@ def soft_policy_loss(
 
 
 def temperature_loss(log_alpha: torch.Tensor, entropy_tm1: torch.Tensor, target_entropy: float) -> LossOutput:
-    r"""Automatic entropy adjustment, in terms of log alpha.
+    r"""Automatic entropy adjustment: the paper's eq. 11, minimised through log alpha.
 
-    loss = log_alpha * (H(pi(.|s_tm1)) - H_target)
+    loss = alpha * (H(pi(.|s_tm1)) - H_target),   alpha = exp(log_alpha)
 
-    Its gradient lowers alpha while the policy's entropy is above the target and raises it below.
+    Its gradient with respect to log alpha, alpha * (H - H_target), lowers alpha while the policy's
+    entropy is above the target and raises it below. It shrinks with alpha, so together with Adam's
+    epsilon it slows the fall of a small temperature; the authors' code differentiated log_alpha *
+    (H - H_target) instead, whose gradient does not shrink, and on Pong (target 0.89 log |A|) that drove
+    alpha from 1 to 2e-6 within 160k env steps while the entropy was still above its target (see
+    docs/agents/sac.md).
 
     Args:
       log_alpha: the learned log temperature, with gradient, scalar.
@@ -123,6 +129,6 @@ def temperature_loss(log_alpha: torch.Tensor, entropy_tm1: torch.Tensor, target_
     base.assert_rank_and_dtype(log_alpha, 0, None, "log_alpha")
     base.assert_rank_and_dtype(entropy_tm1, 1, torch.float32, "entropy_tm1")
     return LossOutput(
-        loss=log_alpha * (entropy_tm1.detach() - target_entropy),
+        loss=log_alpha.exp() * (entropy_tm1.detach() - target_entropy),
         extra=SoftPolicyExtra(entropy=entropy_tm1.detach()),
     )

@@ -35,6 +35,7 @@ class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
     batch_size: int = field(64, "Transitions per gradient step.")
     updates_per_env_step: float = field(0.5, "Gradient steps per env step received (replay ratio).")
     learning_rate: float = field(1e-3, "Adam learning rate of the Q-networks, the policy and log alpha.")
+    adam_eps: float = field(1e-8, "Adam epsilon of the Q-networks, the policy and log alpha.")
     discount: float = field(0.99, "Discount factor gamma.")
     target_entropy_ratio: float = field(0.5, "Target entropy as a fraction of the maximum, log |A|.")
     target_update_rate: float = field(
@@ -103,10 +104,12 @@ def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> dist
     learner = Sac(
         networks=networks,
         q_optimizer=optimization.adam(
-            [*networks.q1.parameters(), *networks.q2.parameters()], config.learning_rate
+            [*networks.q1.parameters(), *networks.q2.parameters()], config.learning_rate, config.adam_eps
         ),
-        policy_optimizer=optimization.adam(networks.policy.parameters(), config.learning_rate),
-        alpha_optimizer=optimization.adam([networks.log_alpha], config.learning_rate),
+        policy_optimizer=optimization.adam(
+            networks.policy.parameters(), config.learning_rate, config.adam_eps
+        ),
+        alpha_optimizer=optimization.adam([networks.log_alpha], config.learning_rate, config.adam_eps),
         replay=replay_lib.UniformReplay(config.replay_capacity, np.random.default_rng(config.seed)),
         frame_store=frame_store,
         batch_size=config.batch_size,
