@@ -118,8 +118,8 @@ def temperature_loss(log_alpha: torch.Tensor, entropy_tm1: torch.Tensor, target_
     entropy is above the target and raises it below. It shrinks with alpha, so together with Adam's
     epsilon it slows the fall of a small temperature; the authors' code differentiated log_alpha *
     (H - H_target) instead, whose gradient does not shrink, and on Pong (target 0.89 log |A|) that drove
-    alpha from 1 to 2e-6 within 160k env steps while the entropy was still above its target (see
-    docs/agents/sac.md).
+    alpha from 1 to 4e-7 by 240k env steps while the entropy was still above its target, then let the
+    entropy fall far below it before alpha climbed back (docs/agents/sac.md).
 
     Args:
       log_alpha: the learned log temperature, with gradient, scalar.
