@@ -13,6 +13,7 @@ BASELINE = "deep_rl_zoo/reinforce_baseline/agent.py"
 AC = "deep_rl_zoo/actor_critic/agent.py"
 A2C = "deep_rl_zoo/a2c/agent.py"
 SAC = "deep_rl_zoo/sac/agent.py"
+SAC_LOSSES = "deep_rl_zoo/sac/losses.py"
 SAC_CHECK = "deep_rl_zoo/sac/value_check.py"
 PPO = "deep_rl_zoo/ppo/agent.py"
 TORSO = "deep_rl_zoo/networks/common.py"
@@ -301,6 +302,13 @@ MUTANTS = [
         "policy = losses.soft_policy_loss(log_pi_tm1, q1_tm1.detach(), q2_tm1.detach(), alpha)",
         "policy = losses.soft_policy_loss(log_pi_tm1, target_q1_t, target_q2_t, alpha)",
         "the policy improves against the next state's target values",
+    ),
+    Mutant(
+        "sac/temperature-loss-in-log-alpha",
+        SAC_LOSSES,
+        "loss=log_alpha.exp() * (entropy_tm1.detach() - target_entropy),",
+        "loss=log_alpha * (entropy_tm1.detach() - target_entropy),",
+        "the authors' code's form: its gradient does not shrink with alpha, which fell to 4e-7 on Pong",
     ),
     Mutant(
         "sac/temperature-loss-sign-flipped",
