@@ -26,9 +26,8 @@ from deep_rl_zoo import evaluation, gym_env, multistep
 from deep_rl_zoo.config import PolicyEvalConfig, run_script, trained_config
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
-from deep_rl_zoo.networks import value
 from deep_rl_zoo.sac.agent import Sac
-from deep_rl_zoo.sac.train import SacConfig, build_policy_network, load_trained_part
+from deep_rl_zoo.sac.train import SacConfig, build_policy_network, build_q_network, load_trained_part
 from deep_rl_zoo.types_ import TimeStep
 
 
@@ -137,11 +136,10 @@ def main(config: PolicyEvalConfig) -> list[EpisodeValues]:
 
     def build_actor(env, device, checkpoint):
         trained = trained_config(SacConfig, checkpoint)
-        shape, num_actions = env.observation_space.shape, int(env.action_space.n)
         modules = {
             "policy": build_policy_network(trained, env),
-            "q1": value.build_q_network(shape, num_actions, trained.hidden_sizes),
-            "q2": value.build_q_network(shape, num_actions, trained.hidden_sizes),
+            "q1": build_q_network(trained, env),
+            "q2": build_q_network(trained, env),
         }
         for name, module in modules.items():
             load_trained_part(module, checkpoint, name)
