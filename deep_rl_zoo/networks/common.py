@@ -134,6 +134,17 @@ def fan_in_truncated_normal_init_(module: nn.Module) -> nn.Module:
     return module
 
 
+def he_normal_init_(module: nn.Module) -> nn.Module:
+    """He's initialisation (a normal of std sqrt(2 / fan_in)) and zero biases for every conv and linear
+    layer in `module`, the output layer included: how CleanRL's discrete SAC starts its actor and critics
+    on Atari (`sac.train` says why the zoo's SAC follows it there)."""
+    for layer in module.modules():
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(layer.weight, mode="fan_in", nonlinearity="relu")
+            nn.init.zeros_(layer.bias)
+    return module
+
+
 def is_image_observation(observation_shape: Sequence[int]) -> bool:
     """Atari-style observations are [C, H, W]; classic control ones are flat vectors."""
     return len(observation_shape) == 3

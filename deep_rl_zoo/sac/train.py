@@ -74,10 +74,14 @@ class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
 
 
 def build_policy_network(config: SacConfig, env: gym.Env) -> nn.Module:
-    """What the actors and the evaluation act with: Nature CNN or MLP, one logit per action."""
-    return policy.build_actor_network(
+    """What the actors and the evaluation act with: Nature CNN or MLP, one logit per action. On frames
+    every layer starts with He's initialisation, as CleanRL's SAC does (see `build_q_network`)."""
+    network = policy.build_actor_network(
         env.observation_space.shape, int(env.action_space.n), config.hidden_sizes
     )
+    if common.is_image_observation(env.observation_space.shape):
+        common.he_normal_init_(network)
+    return network
 
 
 def load_trained_part(module: nn.Module, checkpoint: dict, name: str) -> None:
@@ -90,17 +94,20 @@ def load_trained_part(module: nn.Module, checkpoint: dict, name: str) -> None:
 def build_q_network(config: SacConfig, env: gym.Env) -> nn.Module:
     """One of the twin soft Q-networks: Nature CNN or MLP, one value per action.
 
-    On frames the Nature CNN starts orthogonal with gain sqrt(2) and its head with gain 1, as the actor's
-    torso does (CleanRL's SAC starts every layer with He's initialisation, of the same scale). With
-    PyTorch's default the features of Pong screens are ~13x smaller and the Q-values hardly depend on
-    the screen: over 40 random-play screens they varied by 0.0002 across states against 0.0085 (std,
-    seed 0), so the policy, pulled towards softmax(Q / alpha), had nothing to follow.
+    On frames every layer of the actor and both critics starts with He's initialisation (normal, std
+    sqrt(2 / fan_in)), the output layers included, as CleanRL's discrete SAC, which reaches Pong 19 at 5M
+    env steps, does. Two starts failed on Pong here. PyTorch's default leaves the critics' values of Pong
+    screens nearly the same on every screen (over 40 random-play screens they varied by 0.0002 across
+    states, against 0.0085 with orthogonal gain sqrt(2), seed 0). PPO's actor start (orthogonal, a policy
+    head of gain 0.01: a uniform first policy) let the actor's 512 features die while alpha was near 1
+    (mean 7e-5 at 100k env steps), then come back at once at 118k: the logits spread by 30 within 1,000 env
+    steps, the policy turned deterministic (entropy 1e-7), and its gradient (1e-8) stayed below Adam's
+    epsilon of 1e-4, so it could not recover (docs/agents/sac.md).
     """
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     network = value.build_q_network(shape, num_actions, config.hidden_sizes)
     if common.is_image_observation(shape):
-        common.orthogonal_init_(network.torso, math.sqrt(2))
-        common.orthogonal_init_(network.head, 1.0)
+        common.he_normal_init_(network)
     return network
 
 
