@@ -1,5 +1,8 @@
 """The Nature CNN torso's fast path (channels_last, 1/255 folded into the first convolution, in-place
-ReLUs) computes exactly `fc(convs(x / 255))` and keeps the parameters' names and layout."""
+ReLUs) computes exactly `fc(convs(x / 255))` and keeps the parameters' names and layout; `LiveUnits` counts the
+ReLU units that still fire."""
+
+import math
 
 import pytest
 import torch
@@ -186,3 +189,38 @@ def test_native_bfloat16_on_cuda_needs_an_ampere_or_later_gpu(monkeypatch):
     for capability, native in (((7, 5), False), ((8, 0), True), ((9, 0), True)):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
         assert common.native_bfloat16(torch.device("cuda")) is native, capability
+
+
+def test_live_units_count_each_unit_that_fires_on_some_input_of_the_latest_batch_with_gradient():
+    layer = nn.Linear(1, 3)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([[1.0], [-1.0], [0.0]]))
+        layer.bias.copy_(torch.tensor([0.0, 0.0, -1.0]))
+    net = nn.Sequential(layer, nn.ReLU(), nn.Linear(3, 2), nn.ReLU())
+    with torch.no_grad():
+        net[2].weight.fill_(1.0)
+        net[2].bias.copy_(torch.tensor([0.0, -100.0]))
+    live = common.LiveUnits(net)
+    assert math.isnan(live.smallest())  # nothing recorded yet
+    net(torch.tensor([[2.0], [3.0]]))
+    # x = 2, 3: unit 0 fires (x > 0), unit 1 never (-x), unit 2 never (-1): 1 of 3; the second layer's
+    # unit 0 sums 2 or 3 and fires, unit 1 (bias -100) never: 1 of 2.
+    assert live.fractions() == {"1": pytest.approx(1 / 3), "3": 0.5}
+    net(torch.tensor([[2.0], [-3.0]]))  # x = -3 brings unit 1 in (3 > 0): 2 of 3
+    assert live.fractions()["1"] == pytest.approx(2 / 3)
+    with torch.no_grad():
+        net(torch.tensor([[-1.0]]))  # a no-grad pass (a target, an evaluation) is not the learner's batch
+    assert live.fractions()["1"] == pytest.approx(2 / 3) and live.smallest() == 0.5
+
+
+def test_live_units_see_a_dead_convolution_of_the_nature_torso():
+    torso = common.NatureCnnTorso((4, 84, 84))
+    live = common.LiveUnits(torso)
+    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    torso(frames)
+    assert set(live.fractions()) == {"convs.1", "convs.3", "convs.5", "fc.1"}
+    assert live.smallest() > 0.2  # a fresh torso: most units fire on some of three random screens
+    with torch.no_grad():
+        torso.convs[4].bias.fill_(-1e6)  # the third convolution can no longer fire
+    torso(frames)
+    assert live.fractions()["convs.5"] == 0.0 and live.smallest() == 0.0

@@ -364,6 +364,12 @@ def test_adam_eps_reaches_the_critics_the_policy_and_the_temperature(tmp_path):
     learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
     optimizers = (learner._q_optimizer, learner._policy_optimizer, learner._alpha_optimizer)
     assert [group["eps"] for optimizer in optimizers for group in optimizer.param_groups] == [1e-4] * 3
+    config = _config(tmp_path, adam_eps=5e-5, policy_adam_eps=6e-4)  # the policy's and alpha's own
+    learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
+    optimizers = (learner._q_optimizer, learner._policy_optimizer, learner._alpha_optimizer)
+    assert [group["eps"] for optimizer in optimizers for group in optimizer.param_groups] == [5e-5, 6e-4, 6e-4]
+    with pytest.raises(ConfigError, match="--policy_adam_eps must be positive, got 0"):
+        _config(tmp_path, policy_adam_eps=0.0)
 
 
 def test_actor_pulls_parameters_after_each_chunk_instead_of_waiting():
@@ -516,3 +522,24 @@ def test_sac_learns_cartpole(tmp_path):
         f"SAC on CartPole-v1 in {len(rows) * 8}k steps: greedy evaluations {rounded(evaluations(rows))} "
         "(random play: about 22)"
     )
+
+
+def test_learner_on_frames_logs_the_smallest_fraction_of_live_actor_units_and_sees_a_dead_layer(tmp_path):
+    config = _config(tmp_path, replay_capacity=60, min_replay_size=16, batch_size=8, updates_per_env_step=0.25)
+    env = gym.make("CartPole-v1")
+    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    chunk = _frames_chunk(np.random.default_rng(0), 40)
+    torch.manual_seed(0)
+    learner = train.build_learner(config, env, torch.device("cpu")).learner
+    assert math.isnan(learner.statistics["policy_live_units"])  # no gradient step yet
+    learner.learn([chunk])
+    assert learner.statistics["learner_steps"] > 0
+    assert 0.3 < learner.statistics["policy_live_units"] <= 1.0  # a fresh actor on 8 random screens
+    blind = train.build_learner(config, env, torch.device("cpu")).learner
+    with torch.no_grad():
+        blind.shared_module.torso.convs[4].bias.fill_(-1e6)  # its third convolution can no longer fire
+    blind.learn([chunk])
+    assert blind.statistics["policy_live_units"] == 0.0
+    # An MLP actor (tanh, no ReLU) has nothing to count: no such column.
+    classic = train.build_learner(_config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu")).learner
+    assert "policy_live_units" not in classic.statistics

@@ -145,6 +145,47 @@ def he_normal_init_(module: nn.Module) -> nn.Module:
     return module
 
 
+class LiveUnits:
+    """The fraction of each ReLU layer's units in `module` that fire (output > 0) for at least one input
+    of the latest batch the module saw with gradient enabled (the learner's loss pass, not its no-grad
+    target passes nor the evaluation's). A unit is one channel at one position of a convolution's output,
+    or one feature of a linear layer's.
+
+    A layer whose units all stay at zero passes nothing on and gets no gradient back, so it never fires
+    again: the network ignores its input from there on. A learner logs the smallest of the fractions to
+    make that visible while a run trains (SAC's actor on Pong lost all of its third convolution before
+    100k env steps; docs/agents/sac.md). Reading a fraction waits for the device; recording does not.
+    """
+
+    def __init__(self, module: nn.Module):
+        self._fractions: dict[str, torch.Tensor] = {}
+        self._num_layers = 0
+        for name, layer in module.named_modules():
+            if isinstance(layer, nn.ReLU):
+                layer.register_forward_hook(self._recorder(name))
+                self._num_layers += 1
+
+    def _recorder(self, name: str):
+        def record(layer: nn.Module, inputs, output: torch.Tensor) -> None:
+            if torch.is_grad_enabled():
+                self._fractions[name] = (output.detach() > 0).flatten(1).any(0).float().mean()
+
+        return record
+
+    @property
+    def num_layers(self) -> int:
+        """How many ReLU layers `module` has (0: nothing to count)."""
+        return self._num_layers
+
+    def fractions(self) -> dict[str, float]:
+        """Layer name -> fraction of its units alive; empty before the first recorded batch."""
+        return {name: fraction.item() for name, fraction in self._fractions.items()}
+
+    def smallest(self) -> float:
+        """The smallest layer's fraction (NaN when nothing is recorded yet, or the module has no ReLU)."""
+        return min(self.fractions().values(), default=float("nan"))
+
+
 def is_image_observation(observation_shape: Sequence[int]) -> bool:
     """Atari-style observations are [C, H, W]; classic control ones are flat vectors."""
     return len(observation_shape) == 3

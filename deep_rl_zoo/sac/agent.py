@@ -28,6 +28,7 @@ from torch import nn
 
 from deep_rl_zoo import replay as replay_lib
 from deep_rl_zoo import unrolls
+from deep_rl_zoo.networks.common import LiveUnits
 from deep_rl_zoo.optimization import gradient_step
 from deep_rl_zoo.sac import losses
 
@@ -106,6 +107,9 @@ class Sac:
         self._update_credit = 0.0  # gradient steps owed, carried over between chunks
         # Set by the distributed loop to its stop request: steps still owed stay in the saved credit.
         self.should_stop: Callable[[], bool] = lambda: False
+        # The policy's live ReLU units in the latest policy-loss batch: a policy whose layer has died
+        # acts the same on every observation (docs/agents/sac.md). Only for ReLU networks (Atari's).
+        self._policy_units = LiveUnits(networks.policy)
         # NaN until the first update, so that every row of results.csv has the same columns.
         self._statistics = dict.fromkeys(
             (
@@ -235,6 +239,7 @@ class Sac:
             "env_steps_received": self._env_steps,
             "replay_size": self._replay.size,
             **self._statistics,
+            **({"policy_live_units": self._policy_units.smallest()} if self._policy_units.num_layers else {}),
         }
 
     @property

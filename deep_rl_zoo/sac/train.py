@@ -35,7 +35,12 @@ class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
     batch_size: int = field(64, "Transitions per gradient step.")
     updates_per_env_step: float = field(0.5, "Gradient steps per env step received (replay ratio).")
     learning_rate: float = field(1e-3, "Adam learning rate of the Q-networks, the policy and log alpha.")
-    adam_eps: float = field(1e-8, "Adam epsilon of the Q-networks, the policy and log alpha.")
+    adam_eps: float = field(1e-8, "Adam epsilon of the Q-networks (and of the policy and log alpha, unless set).")
+    policy_adam_eps: float | None = field(
+        None,
+        "Adam epsilon of the policy and log alpha; unset: --adam_eps. Adam's step of a gradient far below "
+        "its epsilon shrinks in proportion, so a larger one here slows only the policy's weakest pulls.",
+    )
     discount: float = field(0.99, "Discount factor gamma.")
     target_entropy_ratio: float = field(0.5, "Target entropy as a fraction of the maximum, log |A|.")
     target_update_rate: float = field(
@@ -57,6 +62,9 @@ class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
             "target_update_period",
         ):
             require(getattr(self, name) > 0, f"--{name} must be positive, got {getattr(self, name)}")
+        for name in ("adam_eps", "policy_adam_eps"):
+            value = getattr(self, name)
+            require(value is None or value > 0, f"--{name} must be positive, got {value}")
         for name in ("discount", "target_update_rate"):
             require(
                 0.0 <= getattr(self, name) <= 1.0, f"--{name} must be in [0, 1], got {getattr(self, name)}"
@@ -124,15 +132,14 @@ def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> dist
         capacity = replay_lib.frame_store_capacity(config.replay_capacity, 1, stack)
         capacity = math.ceil(capacity * (config.unroll_length + stack) / config.unroll_length)
         frame_store = replay_lib.FrameStackStore(capacity, tuple(shape[1:]), stack)
+    policy_eps = config.adam_eps if config.policy_adam_eps is None else config.policy_adam_eps
     learner = Sac(
         networks=networks,
         q_optimizer=optimization.adam(
             [*networks.q1.parameters(), *networks.q2.parameters()], config.learning_rate, config.adam_eps
         ),
-        policy_optimizer=optimization.adam(
-            networks.policy.parameters(), config.learning_rate, config.adam_eps
-        ),
-        alpha_optimizer=optimization.adam([networks.log_alpha], config.learning_rate, config.adam_eps),
+        policy_optimizer=optimization.adam(networks.policy.parameters(), config.learning_rate, policy_eps),
+        alpha_optimizer=optimization.adam([networks.log_alpha], config.learning_rate, policy_eps),
         replay=replay_lib.UniformReplay(config.replay_capacity, np.random.default_rng(config.seed)),
         frame_store=frame_store,
         batch_size=config.batch_size,
