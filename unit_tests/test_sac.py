@@ -367,7 +367,11 @@ def test_adam_eps_reaches_the_critics_the_policy_and_the_temperature(tmp_path):
     config = _config(tmp_path, adam_eps=5e-5, policy_adam_eps=6e-4)  # the policy's and alpha's own
     learner = train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu")).learner
     optimizers = (learner._q_optimizer, learner._policy_optimizer, learner._alpha_optimizer)
-    assert [group["eps"] for optimizer in optimizers for group in optimizer.param_groups] == [5e-5, 6e-4, 6e-4]
+    assert [group["eps"] for optimizer in optimizers for group in optimizer.param_groups] == [
+        5e-5,
+        6e-4,
+        6e-4,
+    ]
     with pytest.raises(ConfigError, match="--policy_adam_eps must be positive, got 0"):
         _config(tmp_path, policy_adam_eps=0.0)
 
@@ -525,7 +529,9 @@ def test_sac_learns_cartpole(tmp_path):
 
 
 def test_learner_on_frames_logs_the_smallest_fraction_of_live_actor_units_and_sees_a_dead_layer(tmp_path):
-    config = _config(tmp_path, replay_capacity=60, min_replay_size=16, batch_size=8, updates_per_env_step=0.25)
+    config = _config(
+        tmp_path, replay_capacity=60, min_replay_size=16, batch_size=8, updates_per_env_step=0.25
+    )
     env = gym.make("CartPole-v1")
     env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
     chunk = _frames_chunk(np.random.default_rng(0), 40)

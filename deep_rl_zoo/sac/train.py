@@ -35,7 +35,9 @@ class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
     batch_size: int = field(64, "Transitions per gradient step.")
     updates_per_env_step: float = field(0.5, "Gradient steps per env step received (replay ratio).")
     learning_rate: float = field(1e-3, "Adam learning rate of the Q-networks, the policy and log alpha.")
-    adam_eps: float = field(1e-8, "Adam epsilon of the Q-networks (and of the policy and log alpha, unless set).")
+    adam_eps: float = field(
+        1e-8, "Adam epsilon of the Q-networks (and of the policy and log alpha, unless set)."
+    )
     policy_adam_eps: float | None = field(
         None,
         "Adam epsilon of the policy and log alpha; unset: --adam_eps. Adam's step of a gradient far below "
