@@ -549,3 +549,49 @@ def test_learner_on_frames_logs_the_smallest_fraction_of_live_actor_units_and_se
     # An MLP actor (tanh, no ReLU) has nothing to count: no such column.
     classic = train.build_learner(_config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu")).learner
     assert "policy_live_units" not in classic.statistics
+
+
+def _frames_env():
+    env = gym.make("CartPole-v1")
+    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    return env
+
+
+def test_actor_on_critic_features_is_a_head_on_the_first_critics_torso_which_only_the_critics_train(tmp_path):
+    """--actor_on_critic_features: one torso (the first critic's); the policy's optimiser holds the head
+    alone, so with the critics' learning rate at 0 the steps move the head and leave the torso as it was."""
+    torch.set_num_threads(1)
+    config = _config(
+        tmp_path, replay_capacity=60, min_replay_size=16, batch_size=8, updates_per_env_step=0.25,
+        actor_on_critic_features=True,
+    )  # fmt: skip
+    chunk = _frames_chunk(np.random.default_rng(0), 40)
+    torch.manual_seed(0)
+    learner = train.build_learner(config, _frames_env(), torch.device("cpu")).learner
+    networks = learner._networks
+    assert networks.policy.torso is networks.q1.torso
+    head = list(networks.policy.policy_head.parameters())
+    assert [id(p) for g in learner._policy_optimizer.param_groups for p in g["params"]] == list(map(id, head))
+    for group in learner._q_optimizer.param_groups:
+        group["lr"] = 0.0  # only the policy (and alpha) learn
+    torso_before = [p.detach().clone() for p in networks.q1.torso.parameters()]
+    head_before = [p.detach().clone() for p in head]
+    learner.learn([chunk])
+    assert learner.statistics["learner_steps"] == 10  # the chunk fills the replay past 16: 40 * 0.25
+    assert all(torch.equal(b, p) for b, p in zip(torso_before, networks.q1.torso.parameters(), strict=True))
+    assert not any(torch.equal(b, p) for b, p in zip(head_before, head, strict=True))
+    # The logged (and clipped) policy gradient is the head's; the torso's gradients are the critic's.
+    head_norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in head])).item()
+    assert learner.statistics["policy_grad_norm"] == pytest.approx(head_norm, rel=1e-5)
+    # What the actors and the evaluation build, a plain Nature CNN actor, takes the published parameters
+    # by name and acts as the learner's policy does.
+    plain = train.build_policy_network(config, _frames_env())
+    plain.load_state_dict(networks.policy.state_dict())
+    frames = torch.as_tensor(chunk.observation[:5])
+    torch.testing.assert_close(plain(frames).pi_logits, networks.policy(frames).pi_logits)
+
+
+def test_actor_on_critic_features_needs_frames(tmp_path):
+    config = _config(tmp_path, actor_on_critic_features=True)
+    with pytest.raises(ConfigError, match="--actor_on_critic_features needs frames"):
+        train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu"))

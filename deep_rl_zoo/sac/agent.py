@@ -89,6 +89,9 @@ class Sac:
         self._networks = networks
         self._q_optimizer = q_optimizer
         self._policy_optimizer = policy_optimizer
+        # What the policy's loss trains: all of `networks.policy`, or only its head when its torso is a
+        # critic's (then the torso's gradients are the critic's, which the policy's clip must not see).
+        self._policy_parameters = [p for group in policy_optimizer.param_groups for p in group["params"]]
         self._alpha_optimizer = alpha_optimizer
         self._replay = replay
         self._frame_store = frame_store
@@ -206,7 +209,7 @@ class Sac:
         policy_value, policy_grad_norm = gradient_step(
             policy.loss.mean(),
             self._policy_optimizer,
-            networks.policy.parameters(),
+            self._policy_parameters,
             self._max_grad_norm,
             step_number,
         )

@@ -52,6 +52,11 @@ class SacConfig(PolicyEvaluation, distributed.DistributedConfig):
         1, "Gradient steps between target updates (1: every step, Polyak; with tau 1: a hard copy)."
     )
     max_grad_norm: float = field(10.0, "Clip each network's gradient norm to this; 0 disables.")
+    actor_on_critic_features: bool = field(
+        False,
+        "Frames only: the actor is a linear policy head on the first critic's convolutional torso, which "
+        "only the critics' loss trains (SAC-AE's stopped actor gradient), in place of a network of its own.",
+    )
     hidden_sizes: tuple[int, ...] = field((64, 64), "Hidden layer sizes of the MLPs (vector observations).")
 
     def __post_init__(self):
@@ -94,6 +99,36 @@ def build_policy_network(config: SacConfig, env: gym.Env) -> nn.Module:
     return network
 
 
+class ActorOnCriticFeatures(nn.Module):
+    """SAC's actor with `--actor_on_critic_features`: a linear policy head on the first critic's torso.
+
+    The torso is the critic's module itself (one set of weights), and the policy's loss never trains it:
+    its features come out of the torso without gradient, and the policy's optimiser holds the head alone.
+    So the features are what the critics' TD learning keeps (SAC-AE, Yarats et al. 2019, "Improving
+    Sample Efficiency in Model-Free Reinforcement Learning from Images", https://arxiv.org/abs/1910.01741,
+    stops the actor's gradient into a shared pixel encoder the same way). A linear head on them can
+    express the Boltzmann policy softmax(Q1 / alpha) of the critic, whose own head is linear on them too.
+
+    Why: a SAC actor with a torso of its own went blind on Pong within its first few thousand gradient
+    steps (docs/agents/sac.md): while alpha is near 1 and the critics' values hardly differ between
+    screens, the policy's loss asks for the same distribution on every screen, and silencing the torso's
+    ReLUs gives it; units that never fire get no gradient and never come back.
+
+    Its parameters carry the names of `NatureCnnActor`'s (`torso.*`, `policy_head.*`), so actors,
+    evaluation and checkpoints use a plain `NatureCnnActor` with them.
+    """
+
+    def __init__(self, torso: common.NatureCnnTorso, num_actions: int):
+        super().__init__()
+        self.torso = torso
+        self.policy_head = common.he_normal_init_(nn.Linear(torso.output_size, num_actions))
+
+    def forward(self, x: torch.Tensor) -> policy.ActorOutput:
+        with torch.no_grad():  # the critics' features, as constants: no backward through the torso
+            features = self.torso(x)
+        return policy.ActorOutput(pi_logits=self.policy_head(features))
+
+
 def load_trained_part(module: nn.Module, checkpoint: dict, name: str) -> None:
     """Loads one of `SacNetworks`' modules (`policy`, `q1`, ...) from a checkpoint's learner state."""
     prefix = name + "."
@@ -125,7 +160,18 @@ def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> dist
     """The learner (policy, twin Q-networks and targets, replay) and a greedy evaluation actor."""
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     q1, q2 = build_q_network(config, env), build_q_network(config, env)
-    networks = SacNetworks(build_policy_network(config, env), q1, q2, copy.deepcopy(q1), copy.deepcopy(q2))
+    if config.actor_on_critic_features:
+        require(
+            common.is_image_observation(shape),
+            f"--actor_on_critic_features needs frames (an Atari game); {config.environment_name} gives "
+            f"vectors of shape {shape}",
+        )
+        actor = ActorOnCriticFeatures(q1.torso, num_actions)
+        actor_parameters = list(actor.policy_head.parameters())
+    else:
+        actor = build_policy_network(config, env)
+        actor_parameters = list(actor.parameters())
+    networks = SacNetworks(actor, q1, q2, copy.deepcopy(q1), copy.deepcopy(q2))
     networks.to(device)
     frame_store = None
     if common.is_image_observation(shape):
@@ -140,7 +186,7 @@ def build_learner(config: SacConfig, env: gym.Env, device: torch.device) -> dist
         q_optimizer=optimization.adam(
             [*networks.q1.parameters(), *networks.q2.parameters()], config.learning_rate, config.adam_eps
         ),
-        policy_optimizer=optimization.adam(networks.policy.parameters(), config.learning_rate, policy_eps),
+        policy_optimizer=optimization.adam(actor_parameters, config.learning_rate, policy_eps),
         alpha_optimizer=optimization.adam([networks.log_alpha], config.learning_rate, policy_eps),
         replay=replay_lib.UniformReplay(config.replay_capacity, np.random.default_rng(config.seed)),
         frame_store=frame_store,
