@@ -13,6 +13,7 @@ import torch
 from deep_rl_zoo import checkpoint, unrolls
 from deep_rl_zoo.config import PolicyEvalConfig
 from deep_rl_zoo.errors import ConfigError
+from deep_rl_zoo.networks.policy import ActorOutput
 from deep_rl_zoo.sac import eval_agent, losses, run_atari, train, value_check
 from deep_rl_zoo.types_ import TimeStep
 from unit_tests.distributed_helpers import evaluations, rounded, train_until
@@ -421,7 +422,7 @@ def test_continuous_env_is_a_config_error(tmp_path):
 
 
 @pytest.mark.smoke
-def test_run_classic_resume_then_eval_agent(tmp_path):
+def test_run_classic_resume_then_eval_agent(tmp_path, capsys):
     state = train.main(_config(tmp_path, num_iterations=1))
     first = checkpoint.load_checkpoint(
         str(tmp_path / "checkpoints" / "SAC_CartPole-v1" / "SAC_CartPole-v1_0.ckpt"), "SAC", "CartPole-v1"
@@ -445,6 +446,7 @@ def test_run_classic_resume_then_eval_agent(tmp_path):
     assert any(name.endswith(".mp4") for name in os.listdir(tmp_path / "video"))
     # The critics' check plays the same checkpoint: one estimate and one return per action of each game.
     episodes = value_check.main(dataclasses.replace(played, recording_video_dir=""))
+    assert "visited states: logits vary by" in capsys.readouterr().out  # the actor's check (no ReLU here)
     assert len(episodes) == 2
     for episode in episodes:
         assert len(episode.estimates) == len(episode.soft_returns) == episode.raw_return
@@ -595,3 +597,30 @@ def test_actor_on_critic_features_needs_frames(tmp_path):
     config = _config(tmp_path, actor_on_critic_features=True)
     with pytest.raises(ConfigError, match="--actor_on_critic_features needs frames"):
         train.build_learner(config, gym.make("CartPole-v1"), torch.device("cpu"))
+
+
+def test_actor_sight_counts_live_units_and_the_logits_spread_and_names_a_blind_actor():
+    class Policy(torch.nn.Module):
+        def __init__(self, dead):
+            super().__init__()
+            self.torso = torch.nn.Sequential(torch.nn.Linear(1, 2), torch.nn.ReLU())
+            self.head = torch.nn.Linear(2, 2)
+            with torch.no_grad():
+                self.torso[0].weight.copy_(torch.tensor([[1.0], [-1.0]]))
+                self.torso[0].bias.fill_(-100.0 if dead else 0.0)
+                self.head.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 3.0]]))
+                self.head.bias.copy_(torch.tensor([0.5, -0.5]))
+
+        def forward(self, x):
+            return ActorOutput(pi_logits=self.head(self.torso(x)))
+
+    states = torch.tensor([[1.0], [3.0]])
+    # Features relu(x), relu(-x): [1, 0] and [3, 0], unit 1 never fires: 1 of 2 live. Logits [1.5, -0.5]
+    # and [3.5, -0.5]: std over the two states 2 / sqrt(2) and 0, mean over actions 1 / sqrt(2).
+    sight = value_check.actor_sight(Policy(dead=False), states)
+    assert sight.live_units == {"torso.1": 0.5}
+    assert sight.logit_spread == pytest.approx(1 / math.sqrt(2))
+    assert "no live unit" not in sight.describe(2)
+    blind = value_check.actor_sight(Policy(dead=True), states)  # every feature 0: logits = bias
+    assert blind.live_units == {"torso.1": 0.0} and blind.logit_spread == 0.0
+    assert "no live unit: the actor plays the same distribution on every state" in blind.describe(2)

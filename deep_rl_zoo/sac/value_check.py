@@ -15,6 +15,11 @@ life as a terminal on Atari when the run trained so). Averaged over the visited 
 soft return is the critics' bias, as in the overestimation figures of van Hasselt et al. 2016 and
 Fujimoto et al. 2018. An episode cut by a time limit has no tail: its last states' returns are short,
 and the printout says when that happened.
+
+It also checks that the actor sees its input: on a sample of the visited states (every 8th, up to 512),
+the fraction of each ReLU layer's units that fire for at least one of them, and how much the policy's
+logits vary from state to state. A layer with no live unit, or logits that do not vary, mean the actor
+plays one action distribution on every screen (docs/agents/sac.md found SAC's Pong actors so).
 """
 
 from typing import NamedTuple
@@ -26,6 +31,7 @@ from deep_rl_zoo import evaluation, gym_env, multistep
 from deep_rl_zoo.config import PolicyEvalConfig, run_script, trained_config
 from deep_rl_zoo.errors import ConfigError
 from deep_rl_zoo.greedy_actors import PolicyGreedyActor
+from deep_rl_zoo.networks.common import LiveUnits
 from deep_rl_zoo.sac.agent import Sac
 from deep_rl_zoo.sac.train import SacConfig, build_policy_network, build_q_network, load_trained_part
 from deep_rl_zoo.types_ import TimeStep
@@ -64,6 +70,35 @@ def returns_after(
     return soft, plain
 
 
+STATE_SAMPLE_PERIOD = 8  # visited states between two kept for the actor's check
+MAX_SAMPLED_STATES = 512
+
+
+class ActorSight(NamedTuple):
+    """What the actor makes of a batch of states: each ReLU layer's fraction of units that fire for at
+    least one of them, and the logits' spread across the states (std over states, mean over actions)."""
+
+    live_units: dict[str, float]
+    logit_spread: float
+
+    def describe(self, num_states: int) -> str:
+        layers = ", ".join(f"{name} {fraction:.1%}" for name, fraction in self.live_units.items())
+        text = f"actor on {num_states} visited states: logits vary by {self.logit_spread:.3g} across them"
+        if layers:
+            text += f"; live ReLU units per layer: {layers}"
+        if self.live_units and min(self.live_units.values()) == 0.0:
+            text += " (a layer with no live unit: the actor plays the same distribution on every state)"
+        return text
+
+
+def actor_sight(policy: torch.nn.Module, observations: torch.Tensor) -> ActorSight:
+    """Runs `policy` once on `observations` [N, ...] (N >= 2) and measures what `ActorSight` holds."""
+    live = LiveUnits(policy)
+    with torch.enable_grad():  # LiveUnits records the passes a learner takes its loss from
+        logits = policy(observations).pi_logits.detach().float()
+    return ActorSight(live.fractions(), logits.std(0).mean().item())
+
+
 class ValueRecorder(PolicyGreedyActor):
     """An evaluation actor that samples the policy and records what `EpisodeValues` holds."""
 
@@ -89,6 +124,8 @@ class ValueRecorder(PolicyGreedyActor):
         self._ends: list[bool] = []
         self._raw_return = 0.0
         self._lives = None
+        self.sampled_states: list[np.ndarray] = []  # every STATE_SAMPLE_PERIOD-th visited state
+        self._num_visited = 0
 
     def reset(self) -> None:
         self._estimates, self._entropies, self._rewards, self._ends = [], [], [], []
@@ -107,6 +144,9 @@ class ValueRecorder(PolicyGreedyActor):
         if timestep.last:
             self._finish(timestep.truncated)
             return 0
+        if self._num_visited % STATE_SAMPLE_PERIOD == 0 and len(self.sampled_states) < MAX_SAMPLED_STATES:
+            self.sampled_states.append(np.array(timestep.observation))
+        self._num_visited += 1
         with torch.inference_mode():
             observation = torch.as_tensor(timestep.observation, device=self._device).unsqueeze(0)
             log_pi = torch.log_softmax(self._network(observation).pi_logits[0].float(), dim=-1)
@@ -115,6 +155,10 @@ class ValueRecorder(PolicyGreedyActor):
         self._estimates.append(float(q[action]))
         self._entropies.append(float(-(log_pi.exp() * log_pi).sum()))
         return action
+
+    def actor_sight(self) -> ActorSight:
+        """`actor_sight` of the policy on the sampled visited states."""
+        return actor_sight(self._network, torch.as_tensor(np.stack(self.sampled_states), device=self._device))
 
     def _finish(self, truncated: bool) -> None:
         rewards, ends = np.asarray(self._rewards), np.asarray(self._ends, dtype=bool)
@@ -176,6 +220,8 @@ def main(config: PolicyEvalConfig) -> list[EpisodeValues]:
             f"all {len(estimates)} states: estimate {estimates.mean():.3f}, soft return {soft.mean():.3f}, "
             f"bias {estimates.mean() - soft.mean():+.3f}, correlation {np.corrcoef(estimates, soft)[0, 1]:.2f}"
         )
+    if len(recorder.sampled_states) >= 2:
+        print(recorder.actor_sight().describe(len(recorder.sampled_states)))
     return episodes
 
 
