@@ -224,3 +224,8 @@ def test_live_units_see_a_dead_convolution_of_the_nature_torso():
         torso.convs[4].bias.fill_(-1e6)  # the third convolution can no longer fire
     torso(frames)
     assert live.fractions()["convs.5"] == 0.0 and live.smallest() == 0.0
+    live.remove()
+    with torch.no_grad():
+        torso.convs[4].bias.zero_()  # alive again, but no longer recorded: the dead batch's fractions stay
+    torso(frames)
+    assert live.fractions()["convs.5"] == 0.0

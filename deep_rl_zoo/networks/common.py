@@ -153,17 +153,17 @@ class LiveUnits:
 
     A layer whose units all stay at zero passes nothing on and gets no gradient back, so it never fires
     again: the network ignores its input from there on. A learner logs the smallest of the fractions to
-    make that visible while a run trains (SAC's actor on Pong lost all of its third convolution before
-    100k env steps; docs/agents/sac.md). Reading a fraction waits for the device; recording does not.
+    make that visible while a run trains (SAC's actors on Pong lost every unit of a convolution within
+    200k env steps; docs/agents/sac.md). Reading a fraction waits for the device; recording does not.
     """
 
     def __init__(self, module: nn.Module):
         self._fractions: dict[str, torch.Tensor] = {}
-        self._num_layers = 0
-        for name, layer in module.named_modules():
-            if isinstance(layer, nn.ReLU):
-                layer.register_forward_hook(self._recorder(name))
-                self._num_layers += 1
+        self._hooks = [
+            layer.register_forward_hook(self._recorder(name))
+            for name, layer in module.named_modules()
+            if isinstance(layer, nn.ReLU)
+        ]
 
     def _recorder(self, name: str):
         def record(layer: nn.Module, inputs, output: torch.Tensor) -> None:
@@ -175,7 +175,12 @@ class LiveUnits:
     @property
     def num_layers(self) -> int:
         """How many ReLU layers `module` has (0: nothing to count)."""
-        return self._num_layers
+        return len(self._hooks)
+
+    def remove(self) -> None:
+        """Stops recording (removes the hooks from the module)."""
+        for hook in self._hooks:
+            hook.remove()
 
     def fractions(self) -> dict[str, float]:
         """Layer name -> fraction of its units alive; empty before the first recorded batch."""

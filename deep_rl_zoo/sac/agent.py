@@ -110,8 +110,9 @@ class Sac:
         self._update_credit = 0.0  # gradient steps owed, carried over between chunks
         # Set by the distributed loop to its stop request: steps still owed stay in the saved credit.
         self.should_stop: Callable[[], bool] = lambda: False
-        # The policy's live ReLU units in the latest policy-loss batch: a policy whose layer has died
-        # acts the same on every observation (docs/agents/sac.md). Only for ReLU networks (Atari's).
+        # The policy's live ReLU units in the latest batch it (or, when its torso is the first critic's,
+        # that critic) learned from: a policy whose layer has died acts the same on every observation
+        # (docs/agents/sac.md). Only for ReLU networks (Atari's).
         self._policy_units = LiveUnits(networks.policy)
         # NaN until the first update, so that every row of results.csv has the same columns.
         self._statistics = dict.fromkeys(

@@ -96,6 +96,7 @@ def actor_sight(policy: torch.nn.Module, observations: torch.Tensor) -> ActorSig
     live = LiveUnits(policy)
     with torch.enable_grad():  # LiveUnits records the passes a learner takes its loss from
         logits = policy(observations).pi_logits.detach().float()
+    live.remove()
     return ActorSight(live.fractions(), logits.std(0).mean().item())
 
 
