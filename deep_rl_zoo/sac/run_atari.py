@@ -10,6 +10,11 @@ place of 1M.
 
 (Polyak averaging by tau = 1/8000 after every gradient step, which this script used before, keeps the
 targets a mean 8,000 gradient steps behind against the copy's 1,000: eight times the paper's lag.)
+
+On Pong an actor with a convolutional torso of its own went blind within a few thousand gradient steps in
+every run here (its ReLU units silenced, one action distribution for every screen; docs/agents/sac.md).
+`--actor_on_critic_features` puts it on the first critic's torso instead; it is not the default until a
+run shows it learning a game.
 """
 
 from deep_rl_zoo.config import run_script
