@@ -15,6 +15,7 @@ A2C = "deep_rl_zoo/a2c/agent.py"
 SAC = "deep_rl_zoo/sac/agent.py"
 SAC_LOSSES = "deep_rl_zoo/sac/losses.py"
 SAC_CHECK = "deep_rl_zoo/sac/value_check.py"
+SAC_TRAIN = "deep_rl_zoo/sac/train.py"
 PPO = "deep_rl_zoo/ppo/agent.py"
 TORSO = "deep_rl_zoo/networks/common.py"
 UNROLLS = "deep_rl_zoo/unrolls.py"
@@ -316,6 +317,27 @@ MUTANTS = [
         "temperature = losses.temperature_loss(networks.log_alpha, policy.extra.entropy, self._target_entropy)",
         "temperature = losses.temperature_loss(-networks.log_alpha, policy.extra.entropy, self._target_entropy)",
         "alpha grows while the entropy is above its target",
+    ),
+    Mutant(
+        "sac/actor-trains-the-critics-torso",
+        SAC_TRAIN,
+        "actor_parameters = list(actor.policy_head.parameters())",
+        "actor_parameters = list(actor.parameters())",
+        "--actor_on_critic_features: the policy's loss moves the first critic's torso after all",
+    ),
+    Mutant(
+        "sac/policy-clip-over-the-critics-torso",
+        SAC,
+        "            self._policy_parameters,\n",
+        "            networks.policy.parameters(),\n",
+        "the policy's gradient norm (and clip) counts the shared torso's critic gradients",
+    ),
+    Mutant(
+        "sac/live-units-all-instead-of-any",
+        TORSO,
+        ".flatten(1).any(0)",
+        ".flatten(1).all(0)",
+        "a unit counts as live only if it fires on every input: a healthy actor reads as dying",
     ),
     # ---- PPO
     Mutant(
