@@ -530,12 +530,18 @@ def test_sac_learns_cartpole(tmp_path):
     )
 
 
+def _frames_env():
+    """CartPole with Atari-like observations: 4 stacked 36x36 frames, small enough for a Nature CNN."""
+    env = gym.make("CartPole-v1")
+    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    return env
+
+
 def test_learner_on_frames_logs_the_smallest_fraction_of_live_actor_units_and_sees_a_dead_layer(tmp_path):
     config = _config(
         tmp_path, replay_capacity=60, min_replay_size=16, batch_size=8, updates_per_env_step=0.25
     )
-    env = gym.make("CartPole-v1")
-    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    env = _frames_env()
     chunk = _frames_chunk(np.random.default_rng(0), 40)
     torch.manual_seed(0)
     learner = train.build_learner(config, env, torch.device("cpu")).learner
@@ -551,12 +557,6 @@ def test_learner_on_frames_logs_the_smallest_fraction_of_live_actor_units_and_se
     # An MLP actor (tanh, no ReLU) has nothing to count: no such column.
     classic = train.build_learner(_config(tmp_path), gym.make("CartPole-v1"), torch.device("cpu")).learner
     assert "policy_live_units" not in classic.statistics
-
-
-def _frames_env():
-    env = gym.make("CartPole-v1")
-    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
-    return env
 
 
 def test_actor_on_critic_features_is_a_head_on_the_first_critics_torso_which_only_the_critics_train(tmp_path):
