@@ -189,6 +189,13 @@ def _config(tmp_path, **overrides) -> train.SacConfig:
     return train.SacConfig(**values)
 
 
+def _frames_env():
+    """CartPole with Atari-like observations: 4 stacked 36x36 frames, small enough for a Nature CNN."""
+    env = gym.make("CartPole-v1")
+    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    return env
+
+
 def _chunk(observations, valid, terminated=None, truncated=None):
     length = len(valid)
     return unrolls.Unroll(
@@ -219,8 +226,7 @@ def test_learner_stores_valid_pairs_with_termination_and_truncation_discounts(tm
 
 def test_atari_chunks_rebuild_every_stack_from_frames_kept_once(tmp_path):
     config = _config(tmp_path, min_replay_size=100, replay_capacity=100)
-    env = gym.make("CartPole-v1")
-    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)  # small frames the CNN takes
+    env = _frames_env()
     learner = train.build_learner(config, env, torch.device("cpu")).learner
 
     def frame(i):
@@ -247,8 +253,7 @@ def test_atari_lives_of_one_step_grow_the_frame_store_instead_of_losing_frames(t
     config = _config(
         tmp_path, replay_capacity=20, min_replay_size=20, batch_size=4, updates_per_env_step=0.05
     )
-    env = gym.make("CartPole-v1")
-    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    env = _frames_env()
     learner = train.build_learner(config, env, torch.device("cpu")).learner
     store = learner._frame_store
     capacity_before = store.capacity
@@ -293,8 +298,7 @@ def test_resumed_learner_with_checkpoint_replay_learns_exactly_as_the_uninterrup
         tmp_path, replay_capacity=60, min_replay_size=30, batch_size=8, updates_per_env_step=0.1,
         checkpoint_replay=True,
     )  # fmt: skip
-    env = gym.make("CartPole-v1")
-    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    env = _frames_env()
 
     def build():
         torch.manual_seed(0)
@@ -347,8 +351,7 @@ def test_actor_and_critics_on_frames_start_with_he_initialisation_output_layers_
     10%; the smallest layer has 3,072 weights) and zero biases. PPO's actor start would give its policy
     head a std 140 times smaller (gain 0.01), PyTorch's default sqrt(6) times smaller everywhere; both
     failed on Pong (train.build_q_network)."""
-    env = gym.make("CartPole-v1")
-    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    env = _frames_env()
     networks = train.build_learner(_config(tmp_path), env, torch.device("cpu")).learner._networks
     for network in (networks.policy, networks.q1, networks.q2):
         layers = [m for m in network.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
@@ -528,13 +531,6 @@ def test_sac_learns_cartpole(tmp_path):
         f"SAC on CartPole-v1 in {len(rows) * 8}k steps: greedy evaluations {rounded(evaluations(rows))} "
         "(random play: about 22)"
     )
-
-
-def _frames_env():
-    """CartPole with Atari-like observations: 4 stacked 36x36 frames, small enough for a Nature CNN."""
-    env = gym.make("CartPole-v1")
-    env.observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
-    return env
 
 
 def test_learner_on_frames_logs_the_smallest_fraction_of_live_actor_units_and_sees_a_dead_layer(tmp_path):

@@ -154,11 +154,18 @@ class LiveUnits:
     A layer whose units all stay at zero passes nothing on and gets no gradient back, so it never fires
     again: the network ignores its input from there on. A learner logs the smallest of the fractions to
     make that visible while a run trains (SAC's actors on Pong lost every unit of a convolution within
-    200k env steps; docs/agents/sac.md). Reading a fraction waits for the device; recording does not.
+    200k env steps; docs/agents/sac.md). Recording keeps a reference to each layer's latest output and
+    nothing more, so a learner step pays nothing; the fractions are computed when read.
+
+    Args:
+      module: the network whose `nn.ReLU` layers to watch.
+      with_grad_only: record only passes with gradient enabled (a learner's); False records every pass
+        (a one-off measure of a network under no_grad, as `sac.value_check` takes).
     """
 
-    def __init__(self, module: nn.Module):
-        self._fractions: dict[str, torch.Tensor] = {}
+    def __init__(self, module: nn.Module, with_grad_only: bool = True):
+        self._outputs: dict[str, torch.Tensor] = {}
+        self._with_grad_only = with_grad_only
         self._hooks = [
             layer.register_forward_hook(self._recorder(name))
             for name, layer in module.named_modules()
@@ -167,8 +174,8 @@ class LiveUnits:
 
     def _recorder(self, name: str):
         def record(layer: nn.Module, inputs, output: torch.Tensor) -> None:
-            if torch.is_grad_enabled():
-                self._fractions[name] = (output.detach() > 0).flatten(1).any(0).float().mean()
+            if torch.is_grad_enabled() or not self._with_grad_only:
+                self._outputs[name] = output.detach()
 
         return record
 
@@ -184,7 +191,7 @@ class LiveUnits:
 
     def fractions(self) -> dict[str, float]:
         """Layer name -> fraction of its units alive; empty before the first recorded batch."""
-        return {name: fraction.item() for name, fraction in self._fractions.items()}
+        return {name: (x > 0).flatten(1).any(0).float().mean().item() for name, x in self._outputs.items()}
 
     def smallest(self) -> float:
         """The smallest layer's fraction (NaN when nothing is recorded yet, or the module has no ReLU)."""

@@ -93,9 +93,9 @@ class ActorSight(NamedTuple):
 
 def actor_sight(policy: torch.nn.Module, observations: torch.Tensor) -> ActorSight:
     """Runs `policy` once on `observations` [N, ...] (N >= 2) and measures what `ActorSight` holds."""
-    live = LiveUnits(policy)
-    with torch.enable_grad():  # LiveUnits records the passes a learner takes its loss from
-        logits = policy(observations).pi_logits.detach().float()
+    live = LiveUnits(policy, with_grad_only=False)
+    with torch.no_grad():
+        logits = policy(observations).pi_logits.float()
     live.remove()
     return ActorSight(live.fractions(), logits.std(0).mean().item())
 
